@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ConflictsConfig(AppConfig):
+    name = "conflicts"
+    verbose_name = "Conflicts and prompts"

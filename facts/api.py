@@ -1,0 +1,205 @@
+"""HTTP routing for the ledger (API.md): schemas and routing only; the work
+is in ``facts/ledger.py`` and ``facts/queries.py``.
+
+Bodies are parsed by ``facts/inputs.py`` so that every refusal is a 4xx
+``{"detail", "field"}`` naming the field; the OpenAPI description of the
+bodies is given with ``openapi_extra``.
+"""
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.http import HttpRequest
+from django.utils import timezone
+from ninja import Router
+from ninja.security import HttpBearer
+
+from facts import ledger, queries
+from facts.errors import NotFound
+from facts.inputs import InputError, parse_json_body, parse_scope, parse_time, parse_uuid
+from facts.models import Event, LoginLink, PredicatePolicy, Tenant
+from facts.policy import CATALOGUE, policy_view_at, ranking_at
+from facts.projection import iso
+from facts.tenants import tenant_for_api_key
+from facts.webhooks import dispatch_once
+
+BATCH_LIMIT = 1000
+LOGIN_LINK_SECONDS = 15 * 60
+
+
+class TenantKey(HttpBearer):
+    """``Authorization: Bearer <tenant api key>``; the tenant becomes
+    ``request.auth``."""
+
+    def authenticate(self, request: HttpRequest, token: str) -> Tenant | None:
+        return tenant_for_api_key(token)
+
+
+router = Router(auth=TenantKey(), tags=["ledger"])
+
+
+def json_body(request: HttpRequest) -> Any:
+    if len(request.body) > settings.MEMORYUI_MAX_BODY_BYTES * 8:
+        raise InputError("body is too large", "body", status=413)
+    if not request.body:
+        return {}
+    return parse_json_body(request.body)
+
+
+def _time_param(raw: str | None, field: str):
+    return parse_time(raw, field) if raw else None
+
+
+def _actor(request: HttpRequest) -> str:
+    return f"api:{request.auth.slug}"
+
+
+def _body_schema(example: dict) -> dict:
+    return {"requestBody": {"content": {"application/json": {"schema": {"type": "object"}, "example": example}}}}
+
+
+# --------------------------------------------------------------------------- reads
+
+
+@router.get("/subjects/{subject}/facts", summary="Facts at (valid_at, known_at)")
+def get_facts(request, subject: str, valid_at: str | None = None, known_at: str | None = None,
+              entity: str | None = None, predicate: str | None = None, scope: str | None = None):
+    return queries.facts_at(
+        tenant=request.auth, external_id=subject, valid_at=_time_param(valid_at, "valid_at"),
+        known_at=_time_param(known_at, "known_at"), entity=entity, predicate=predicate,
+        scope=parse_scope(scope, "scope") if scope else None,
+    )
+
+
+@router.get("/subjects/{subject}/context", summary="Conflict-free view for prompt assembly")
+def get_context(request, subject: str):
+    return queries.context(tenant=request.auth, external_id=subject)
+
+
+@router.get("/subjects/{subject}/history", summary="Versions of one fact key, oldest first")
+def get_history(request, subject: str, predicate: str, entity: str = "self", scope: str = "global"):
+    return queries.history(tenant=request.auth, external_id=subject, entity=entity, predicate=predicate,
+                           scope=parse_scope(scope, "scope"))
+
+
+@router.get("/subjects/{subject}/export", summary="Everything held about the subject")
+def get_export(request, subject: str):
+    return queries.export(tenant=request.auth, external_id=subject)
+
+
+# --------------------------------------------------------------------------- writes
+
+
+@router.post("/assertions/batch", summary="Batch import (up to 1,000 events)",
+             openapi_extra=_body_schema({"events": [{"id": "evt-1", "type": "fact.asserted", "data": {}}]}))
+def post_batch(request):
+    body = json_body(request)
+    events = body.get("events") if isinstance(body, dict) else None
+    if not isinstance(events, list):
+        raise InputError("must be a list of events", "events")
+    if len(events) > BATCH_LIMIT:
+        raise InputError(f"holds more than {BATCH_LIMIT} events", "events", status=413)
+    for i, event in enumerate(events):
+        if not isinstance(event, dict) or not isinstance(event.get("id"), str) or not event["id"]:
+            raise InputError("is required: a string idempotency key", f"events[{i}].id")
+    results = []
+    for i, event in enumerate(events):
+        status, payload = dispatch_once(request.auth, f"batch:{event['id']}", event, actor=_actor(request),
+                                        prefix=f"events[{i}].")
+        results.append({"id": event["id"], "status": status, **payload})
+    return {"results": results}
+
+
+@router.post("/assertions/{assertion_id}/retract", summary="Retract: the claim was never true",
+             openapi_extra=_body_schema({"reason": "wrong person"}))
+def post_retract(request, assertion_id: str):
+    body = json_body(request)
+    reason = body.get("reason", "") if isinstance(body, dict) else ""
+    if not isinstance(reason, str):
+        raise InputError("must be a string", "reason")
+    aid = parse_uuid(assertion_id, "assertion_id")
+    return ledger.retract(tenant=request.auth, assertion_ids=[aid], reason=reason, actor=_actor(request)).as_body()
+
+
+@router.post("/assertions/{assertion_id}/erase", summary="Erase: value and evidence destroyed, tombstone kept")
+def post_erase(request, assertion_id: str):
+    aid = parse_uuid(assertion_id, "assertion_id")
+    return ledger.erase(tenant=request.auth, assertion_id=aid, actor=_actor(request)).as_body()
+
+
+@router.delete("/subjects/{subject}", summary="Erase everything about a person")
+def delete_subject(request, subject: str):
+    count = ledger.erase_subject(tenant=request.auth, external_id=subject, actor=_actor(request))
+    return {"subject": subject, "outcome": "erased", "erased_assertions": count}
+
+
+@router.post("/subjects/{subject}/login-link", summary="One-time sign-in link to the person's dashboard")
+def post_login_link(request, subject: str):
+    record = queries.get_subject(tenant=request.auth, external_id=subject)
+    token = secrets.token_urlsafe(32)
+    now = timezone.now()
+    with transaction.atomic():
+        link = LoginLink.objects.create(tenant=request.auth, subject=record, created_at=now,
+                                        token_hash=hashlib.sha256(token.encode()).hexdigest(),
+                                        expires_at=now + timedelta(seconds=LOGIN_LINK_SECONDS))
+        Event.objects.create(tenant=request.auth, subject=record, type="login_link.created", actor=_actor(request),
+                             at=now, data={"login_link_id": link.id})
+    return {"url": f"{settings.MEMORYUI_PUBLIC_URL}/login/{token}/", "expires_at": iso(link.expires_at)}
+
+
+# --------------------------------------------------------------------------- policy
+
+
+def _policy_json(view) -> dict:
+    return {"predicate": view.predicate, "cardinality": view.cardinality, "stakes": view.stakes,
+            "authority": view.authority, "ttl_seconds": view.ttl_seconds, "classified": view.classified,
+            "origin": view.origin, "recorded_at": iso(view.recorded_at)}
+
+
+@router.get("/predicates", summary="Predicate policies: catalogue, registered and unclassified")
+def get_predicates(request):
+    now = timezone.now()
+    names = set(CATALOGUE) | set(PredicatePolicy.objects.filter(tenant=request.auth).values_list("predicate", flat=True))
+    views = [policy_view_at(tenant_id=request.auth.id, predicate=n, at=now) for n in sorted(names)]
+    return {"predicates": [_policy_json(v) for v in views],
+            "unclassified": [v.predicate for v in views if not v.classified]}
+
+
+@router.put("/predicates/{name}", summary="Register or change a predicate's policy",
+            openapi_extra=_body_schema({"cardinality": "one", "stakes": "high", "authority": "user", "ttl_seconds": None}))
+def put_predicate(request, name: str):
+    body = json_body(request)
+    if not isinstance(body, dict):
+        raise InputError("must be an object", "body")
+    for required in ("cardinality", "stakes"):
+        if required not in body:
+            raise InputError("is required", required)
+    summary = ledger.set_predicate_policy(
+        tenant=request.auth, predicate=name, cardinality=body["cardinality"], stakes=body["stakes"],
+        authority=body.get("authority", "user"), ttl_seconds=body.get("ttl_seconds"), actor=_actor(request),
+    )
+    view = policy_view_at(tenant_id=request.auth.id, predicate=name, at=timezone.now())
+    return {**_policy_json(view), "rerun": summary}
+
+
+@router.get("/source-ranking", summary="The tenant's source ranking, highest first")
+def get_source_ranking(request):
+    return {"ranking": list(ranking_at(tenant_id=request.auth.id, at=timezone.now()))}
+
+
+@router.put("/source-ranking", summary="Change the tenant's source ranking (re-runs every key)",
+            openapi_extra=_body_schema({"ranking": ["correction", "user_statement", "system_record",
+                                                    "user_document", "agent_inference"]}))
+def put_source_ranking(request):
+    body = json_body(request)
+    summary = ledger.set_source_ranking(tenant=request.auth, ranking=body.get("ranking") if isinstance(body, dict) else None,
+                                        actor=_actor(request))
+    return {"ranking": list(ranking_at(tenant_id=request.auth.id, at=timezone.now())), "rerun": summary}
+
+
+__all__ = ["router", "TenantKey", "NotFound", "json_body"]

@@ -1,0 +1,636 @@
+"""Writes to the ledger: assert, retract, erase, policy changes.
+
+DESIGN.md, "The write rule": admit, lock the fact key, recompute it with the
+resolution function, compare before and after to name the outcome, append
+events naming the rule that decided, update the projection and publish domain
+events, all in one transaction. Writes to one key are serialised by a row
+lock on its :class:`~facts.models.FactKey`; several keys are locked in id
+order. Nothing here deletes an assertion.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Iterable
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from facts import events as ev
+from facts.errors import NotFound
+from facts.claims import CLAIM_FIELDS, live_filter, to_claim
+from facts.inputs import AssertionInput, InputError
+from facts.models import (
+    Assertion, Conflict, CurrentFact, Event, FactKey, PredicatePolicy, SourceRanking, Subject, Tenant,
+)
+from facts.policy import CATALOGUE, PolicyCache
+from facts.projection import iso, rows_for_key, source_info
+from facts.resolve import (
+    CARDINALITY_MANY, FATE_CONFLICT, FATE_OVERRULED, FATE_PROPOSED, FATE_WINNING, RULE_CARDINALITY_MANY,
+    RULE_CORROBORATION, RULE_HIGH_STAKES, RULE_NO_OVERLAP, RULE_SOURCE_RANK, RULE_SYSTEM_OF_RECORD,
+    RULE_TIE_CONFLICT, RULE_VALID_TIME, SEGMENT_VALUE, SOURCE_KINDS, Claim, Resolution, resolve,
+)
+
+logger = logging.getLogger(__name__)
+
+OUTCOMES = ("created", "corroborated", "duplicate", "superseded_existing", "overruled", "proposed", "conflict",
+            "retracted", "answered", "erased")
+
+
+@dataclass
+class WriteResult:
+    """The answer to one write (API.md, "Response to every event")."""
+
+    assertion_id: str | None
+    outcome: str
+    rule: str
+    supersedes: list[str] = field(default_factory=list)
+    conflict_id: str | None = None
+    prompt_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_body(self) -> dict:
+        body = {
+            "assertion_id": self.assertion_id, "outcome": self.outcome, "rule": self.rule,
+            "supersedes": self.supersedes, "conflict_id": self.conflict_id, "prompt_id": self.prompt_id,
+        }
+        body.update(self.extra)
+        return body
+
+
+@dataclass
+class KeyState:
+    """A key's resolution at one moment, with the claims it was computed from."""
+
+    key: FactKey
+    claims: list[Claim]
+    resolution: Resolution
+
+    @property
+    def by_id(self) -> dict[Any, Claim]:
+        return {c.id: c for c in self.claims}
+
+    def extent(self, claim_id: Any) -> list[tuple]:
+        """Valid-time stretches where ``claim_id`` is a source of the answer."""
+        return [(s.valid_from, s.valid_to) for s in self.resolution.segments
+                if s.status == SEGMENT_VALUE and any(c.id == claim_id for c in s.sources)]
+
+
+# --------------------------------------------------------------------------- keys and locks
+
+
+def _subject(tenant: Tenant, external_id: str, display_name: str = "") -> Subject:
+    subject, created = Subject.objects.get_or_create(
+        tenant=tenant, external_id=external_id, defaults={"display_name": display_name}
+    )
+    if display_name and not created and not subject.display_name:
+        Subject.objects.filter(pk=subject.pk).update(display_name=display_name)
+    return subject
+
+
+def _lock_key(tenant: Tenant, subject: Subject, *, entity: str, predicate: str, scope_kind: str, scope_key: str) -> FactKey:
+    key, _ = FactKey.objects.get_or_create(
+        tenant=tenant, subject=subject, entity=entity, predicate=predicate, scope_kind=scope_kind, scope_key=scope_key
+    )
+    return FactKey.objects.select_for_update().get(pk=key.pk)
+
+
+def _lock_keys(key_ids: Iterable[int]) -> list[FactKey]:
+    """Lock several keys in id order (a consistent order avoids deadlocks)."""
+    return list(FactKey.objects.select_for_update().filter(pk__in=set(key_ids)).order_by("pk"))
+
+
+def _state(key: FactKey, *, now: datetime, policies: PolicyCache | None = None) -> KeyState:
+    rows = Assertion.objects.filter(fact_key=key).filter(live_filter(now)).values(*CLAIM_FIELDS)
+    claims = [to_claim(r) for r in rows]
+    policies = policies or PolicyCache(tenant_id=key.tenant_id, at=now)
+    return KeyState(key, claims, resolve(claims, policies.get(key.predicate)))
+
+
+# --------------------------------------------------------------------------- recording
+
+
+def _event(key: FactKey | None, *, tenant_id: int, subject_id: int | None, type: str, at: datetime, actor: str,
+           assertion_id: Any = None, rule: str = "", before: list | None = None, after: list | None = None,
+           payload_hash: str = "", data: dict | None = None, fact_key_id: int | None = None) -> Event:
+    return Event(
+        tenant_id=tenant_id, subject_id=subject_id, fact_key_id=key.id if key else fact_key_id,
+        assertion_id=assertion_id, type=type, rule=rule,
+        actor=actor, before=before or [], after=after or [], payload_hash=payload_hash, data=data or {}, at=at,
+    )
+
+
+def _commit_key(before: KeyState, after: KeyState, *, now: datetime, actor: str, cause_id: Any = None) -> dict:
+    """Write rule step 8 for one key: status-change events, conflicts,
+    projection, domain events. Returns ``{"conflict_ids": {valid_from: id},
+    "supersedes": {claim_id: [ids]}}``."""
+    key = after.key
+    log: list[Event] = []
+    before_ids = before.by_id
+    supersedes: dict[Any, list] = {}
+    for claim in after.claims:
+        old_fate = before.resolution.fate.get(claim.id)
+        new_fate = after.resolution.fate[claim.id]
+        if claim.id in before_ids and old_fate == FATE_WINNING and before.extent(claim.id) != after.extent(claim.id):
+            closer = _closer(after, claim, cause_id)
+            if closer is not None:
+                supersedes.setdefault(closer, []).append(claim.id)
+                rule = RULE_VALID_TIME if after.resolution.superseded_by.get(claim.id) == closer else RULE_SOURCE_RANK
+                log.append(_event(key, tenant_id=key.tenant_id, subject_id=key.subject_id, type=ev.FACT_SUPERSEDED,
+                                  at=now, actor=actor, assertion_id=claim.id, rule=rule, before=[str(claim.id)],
+                                  after=[str(closer)], data={"fate": new_fate}))
+                ev.publish(ev.DomainEvent(ev.FACT_SUPERSEDED, key.tenant_id, key.subject_id, key.id, {
+                    **_fact_payload(key), "assertion_id": str(claim.id), "superseded_by": str(closer),
+                    "old": _claim_payload(claim), "new": _claim_payload(after.by_id[closer]), "rule": rule,
+                }))
+        if claim.id in before_ids and old_fate != new_fate:
+            log.append(_event(key, tenant_id=key.tenant_id, subject_id=key.subject_id, type="fact.status_changed",
+                              at=now, actor=actor, assertion_id=claim.id, rule=_fate_rule(after, claim),
+                              data={"from": old_fate, "to": new_fate}))
+        if new_fate == FATE_PROPOSED and old_fate != FATE_PROPOSED:
+            current = _answer_before(after, claim)
+            ev.publish(ev.DomainEvent(ev.PROPOSAL_OPENED, key.tenant_id, key.subject_id, key.id, {
+                **_fact_payload(key), "assertion_id": str(claim.id), "new": _claim_payload(claim),
+                "old": _claim_payload(current) if current else None,
+            }))
+    for claim in before.claims:
+        if before.resolution.fate.get(claim.id) == FATE_PROPOSED and after.resolution.fate.get(claim.id) != FATE_PROPOSED:
+            ev.publish(ev.DomainEvent(ev.PROPOSAL_CLOSED, key.tenant_id, key.subject_id, key.id, {
+                **_fact_payload(key), "assertion_id": str(claim.id),
+                "fate": after.resolution.fate.get(claim.id, "retracted"),
+            }))
+    conflict_ids = _sync_conflicts(after, now=now, actor=actor)
+    Event.objects.bulk_create(log)
+    _store_projection(after, conflict_ids)
+    return {"conflict_ids": conflict_ids, "supersedes": supersedes}
+
+
+def _closer(after: KeyState, claim: Claim, cause_id: Any) -> Any:
+    """Who took (part of) ``claim``'s place: the claim that closed it by valid
+    time, else the cause of this write when it now wins where ``claim`` did."""
+    closer = after.resolution.superseded_by.get(claim.id)
+    if closer is not None:
+        return closer
+    if cause_id is not None and cause_id != claim.id and after.resolution.fate.get(cause_id) == FATE_WINNING:
+        if after.by_id[cause_id].value_key != claim.value_key:
+            return cause_id
+    return None
+
+
+def _fate_rule(state: KeyState, claim: Claim) -> str:
+    fate = state.resolution.fate[claim.id]
+    if fate == FATE_PROPOSED:
+        return RULE_HIGH_STAKES
+    if fate == FATE_CONFLICT:
+        return RULE_TIE_CONFLICT
+    covering = [s for s in state.resolution.segments if s.contains(claim.valid_from)]
+    return covering[0].rule if covering else RULE_NO_OVERLAP
+
+
+def _answer_before(state: KeyState, claim: Claim) -> Claim | None:
+    for seg in state.resolution.segments:
+        if seg.status == SEGMENT_VALUE and seg.valid_from < claim.valid_from and (
+            seg.valid_to is None or claim.valid_from <= seg.valid_to
+        ):
+            return seg.winner
+    return None
+
+
+def _fact_payload(key: FactKey) -> dict:
+    return {"subject_id": key.subject_id, "entity": key.entity, "predicate": key.predicate, "scope": key.scope}
+
+
+def _claim_payload(claim: Claim) -> dict:
+    return {
+        "assertion_id": str(claim.id), "value": claim.value, "valid_from": iso(claim.valid_from),
+        "valid_to": iso(claim.valid_to), "stated_at": iso(claim.stated_at), "recorded_at": iso(claim.recorded_at),
+        "source": {"kind": claim.source_kind, "id": claim.source_id},
+    }
+
+
+def _sync_conflicts(state: KeyState, *, now: datetime, actor: str) -> dict[datetime, Any]:
+    """Open a conflict for each new high-stakes tie, record low-stakes ties as
+    resolved by rule, resolve open conflicts whose tie is gone (step 6)."""
+    key = state.key
+    policy_stakes = state.resolution.policy.stakes
+    existing = {c.valid_from: c for c in Conflict.objects.filter(fact_key=key).order_by("opened_at")}
+    open_now = {c.valid_from: c for c in existing.values() if c.status == Conflict.OPEN}
+    ids: dict[datetime, Any] = {}
+    tie_starts = set()
+    for start, rule, tied in state.resolution.ties:
+        tie_starts.add(start)
+        candidate_ids = sorted(str(c.id) for c in tied)
+        if rule == RULE_TIE_CONFLICT:
+            conflict = open_now.get(start)
+            if conflict is None:
+                conflict = Conflict.objects.create(
+                    tenant_id=key.tenant_id, subject_id=key.subject_id, fact_key=key, valid_from=start,
+                    status=Conflict.OPEN, stakes=policy_stakes, candidate_ids=candidate_ids, opened_at=now,
+                )
+                Event.objects.create(tenant_id=key.tenant_id, subject_id=key.subject_id, fact_key=key,
+                                     type=ev.CONFLICT_OPENED, rule=rule, actor=actor, after=candidate_ids, at=now,
+                                     data={"conflict_id": str(conflict.id)})
+                ev.publish(ev.DomainEvent(ev.CONFLICT_OPENED, key.tenant_id, key.subject_id, key.id, {
+                    **_fact_payload(key), "conflict_id": str(conflict.id), "valid_from": iso(start),
+                    "candidates": [_claim_payload(c) for c in tied],
+                }))
+            elif conflict.candidate_ids != candidate_ids:
+                Conflict.objects.filter(pk=conflict.pk).update(candidate_ids=candidate_ids)
+            ids[start] = conflict.id
+        elif start not in existing:
+            conflict = Conflict.objects.create(
+                tenant_id=key.tenant_id, subject_id=key.subject_id, fact_key=key, valid_from=start,
+                status=Conflict.RESOLVED, stakes=policy_stakes, candidate_ids=candidate_ids, opened_at=now,
+                resolved_at=now, resolution_rule=rule, resolved_by="rule",
+            )
+            Event.objects.create(tenant_id=key.tenant_id, subject_id=key.subject_id, fact_key=key,
+                                 type="conflict.auto_resolved", rule=rule, actor=actor, after=candidate_ids, at=now,
+                                 data={"conflict_id": str(conflict.id)})
+    open_ties = {start for start, rule, _ in state.resolution.ties if rule == RULE_TIE_CONFLICT}
+    for start, conflict in open_now.items():
+        if start in open_ties:
+            continue
+        rule = next((r for s, r, _ in state.resolution.ties if s == start), "tie-gone")
+        Conflict.objects.filter(pk=conflict.pk).update(
+            status=Conflict.RESOLVED, resolved_at=now, resolution_rule=rule, resolved_by=actor
+        )
+        Event.objects.create(tenant_id=key.tenant_id, subject_id=key.subject_id, fact_key=key,
+                             type=ev.CONFLICT_RESOLVED, rule=rule, actor=actor, at=now,
+                             data={"conflict_id": str(conflict.id)})
+        answer = state.resolution.at(start)
+        ev.publish(ev.DomainEvent(ev.CONFLICT_RESOLVED, key.tenant_id, key.subject_id, key.id, {
+            **_fact_payload(key), "conflict_id": str(conflict.id), "valid_from": iso(start), "rule": rule,
+            "resolved_by": actor,
+            "value": answer[0].value if answer and answer[0].status == SEGMENT_VALUE else None,
+        }))
+    return ids
+
+
+def _store_projection(state: KeyState, conflict_ids: dict[datetime, Any]) -> None:
+    CurrentFact.objects.filter(fact_key=state.key).delete()
+    info = source_info(c.id for c in state.claims)
+    CurrentFact.objects.bulk_create(rows_for_key(state.key, state.resolution, state.claims, info, conflict_ids))
+
+
+# --------------------------------------------------------------------------- assert
+
+
+def _ensure_policy_row(tenant: Tenant, predicate: str, now: datetime) -> None:
+    """A predicate nobody registered is admitted as ``many``/``low`` and
+    marked unclassified, so staff see it (DESIGN.md, "Predicate policy")."""
+    if predicate in CATALOGUE:
+        return
+    if not PredicatePolicy.objects.filter(tenant=tenant, predicate=predicate).exists():
+        PredicatePolicy.objects.create(
+            tenant=tenant, predicate=predicate, cardinality="many", stakes="low", authority="user",
+            classified=False, recorded_at=now, recorded_by="admission",
+        )
+
+
+def assert_fact(*, tenant: Tenant, data: AssertionInput, actor: str) -> WriteResult:
+    """Record one assertion and resolve its key (write rule steps 1-8).
+
+    Returns a :class:`WriteResult` whose ``outcome`` is one of ``created``,
+    ``corroborated``, ``duplicate`` (same source id and payload already held:
+    nothing written), ``superseded_existing``, ``overruled``, ``proposed``,
+    ``conflict``. ``recorded_at`` is the server's clock after the key lock.
+    """
+    with transaction.atomic():
+        duplicate = _find_duplicate(tenant, data)
+        if duplicate is not None:
+            return duplicate
+        subject = _subject(tenant, data.subject, data.subject_name)
+        now = timezone.now()
+        _ensure_policy_row(tenant, data.predicate, now)
+        key = _lock_key(tenant, subject, entity=data.entity, predicate=data.predicate,
+                        scope_kind=data.scope_kind, scope_key=data.scope_key)
+        now = timezone.now()
+        policies = PolicyCache(tenant_id=tenant.id, at=now)
+        before = _state(key, now=now, policies=policies)
+        try:
+            with transaction.atomic():
+                row = Assertion.objects.create(
+                    tenant=tenant, subject=subject, fact_key=key, value=data.value, value_key=data.value_key,
+                    valid_from=data.valid_from, valid_to=data.valid_to, valid_from_precision=data.valid_from_precision,
+                    stated_at=data.stated_at, recorded_at=now, source_kind=data.source_kind, source_id=data.source_id,
+                    extractor=data.extractor, confidence=data.confidence, evidence=data.evidence,
+                    content_hash=data.content_hash, payload_hash=data.payload_hash, actor=actor,
+                )
+        except IntegrityError:
+            found = _find_duplicate(tenant, data)
+            if found is None:
+                raise
+            return found
+        claim = Claim(row.id, row.value, row.value_key, row.valid_from, row.valid_to, row.stated_at, row.recorded_at,
+                      row.source_kind, row.source_id, row.content_hash)
+        after = KeyState(key, before.claims + [claim], resolve(before.claims + [claim], policies.get(key.predicate)))
+        result = _outcome(before, after, claim)
+        Event.objects.create(
+            tenant=tenant, subject=subject, fact_key=key, assertion_id=row.id, type=ev.FACT_ASSERTED,
+            rule=result.rule, actor=actor, before=[str(c.id) for c in before.claims], after=result.supersedes,
+            payload_hash=data.payload_hash, data={"outcome": result.outcome, "source_kind": data.source_kind}, at=now,
+        )
+        committed = _commit_key(before, after, now=now, actor=actor, cause_id=claim.id)
+        result.supersedes = sorted({*result.supersedes, *map(str, committed["supersedes"].get(claim.id, []))})
+        if result.outcome == "conflict":
+            start = next(s for s, r, tied in after.resolution.ties if any(c.id == claim.id for c in tied))
+            result.conflict_id = str(committed["conflict_ids"][start])
+        if result.outcome == "superseded_existing" and not result.supersedes:
+            result.outcome = "created"
+        ev.publish(ev.DomainEvent(ev.FACT_ASSERTED, tenant.id, subject.id, key.id, {
+            **_fact_payload(key), **result.as_body(), "assertion": _claim_payload(claim),
+        }))
+        if result.rule == RULE_SYSTEM_OF_RECORD and data.source_kind in ("user_statement", "correction"):
+            ev.publish(ev.DomainEvent(ev.FOLLOWUP_NEEDED, tenant.id, subject.id, key.id, {
+                **_fact_payload(key), "assertion_id": str(claim.id), "new": _claim_payload(claim),
+                "system_record": _claim_payload(_winner_at(after, claim.valid_from)),
+            }))
+        logger.info("fact.asserted", extra={"tenant": tenant.slug, "outcome": result.outcome, "rule": result.rule})
+        return result
+
+
+def _winner_at(state: KeyState, t: datetime) -> Claim | None:
+    segs = [s for s in state.resolution.at(t) if s.status == SEGMENT_VALUE]
+    return segs[0].winner if segs else None
+
+
+def _find_duplicate(tenant: Tenant, data: AssertionInput) -> WriteResult | None:
+    existing = (
+        Assertion.objects.filter(tenant=tenant, payload_hash=data.payload_hash, erased_at__isnull=True)
+        .values_list("id", flat=True).first()
+    )
+    if existing is None:
+        return None
+    return WriteResult(str(existing), "duplicate", "duplicate-payload")
+
+
+def _outcome(before: KeyState, after: KeyState, claim: Claim) -> WriteResult:
+    """Name what happened to ``claim`` (API.md outcomes) by comparing the
+    key's resolution before and after it arrived."""
+    fate = after.resolution.fate[claim.id]
+    aid = str(claim.id)
+    if fate == FATE_PROPOSED:
+        return WriteResult(aid, "proposed", RULE_HIGH_STAKES)
+    if fate == FATE_CONFLICT:
+        return WriteResult(aid, "conflict", RULE_TIE_CONFLICT)
+    if fate == FATE_OVERRULED:
+        rule = _fate_rule(after, claim)
+        if rule != RULE_SYSTEM_OF_RECORD and not rule.startswith("tie-"):
+            rule = RULE_SOURCE_RANK
+        return WriteResult(aid, "overruled", rule)
+    if after.resolution.policy.cardinality == CARDINALITY_MANY:
+        corroborates = any(c.value_key == claim.value_key and _overlaps(c, claim, before) for c in before.claims)
+        return WriteResult(aid, "corroborated" if corroborates else "created",
+                           RULE_CORROBORATION if corroborates else RULE_CARDINALITY_MANY)
+    superseded = [
+        str(c.id) for c in before.claims
+        if before.resolution.fate.get(c.id) == FATE_WINNING and c.value_key != claim.value_key
+        and before.extent(c.id) != after.extent(c.id)
+    ]
+    if superseded:
+        rule = RULE_VALID_TIME if any(after.resolution.superseded_by.get(c) == claim.id for c in
+                                      (x.id for x in before.claims)) else _fate_rule(after, claim)
+        return WriteResult(aid, "superseded_existing", rule, supersedes=sorted(superseded))
+    corroborates = any(c.value_key == claim.value_key and after.resolution.fate.get(c.id) == FATE_WINNING
+                       and _overlaps(c, claim, after) for c in before.claims)
+    if corroborates:
+        return WriteResult(aid, "corroborated", RULE_CORROBORATION)
+    return WriteResult(aid, "created", _fate_rule(after, claim))
+
+
+def _overlaps(a: Claim, b: Claim, state: KeyState) -> bool:
+    end_a = state.resolution.end.get(a.id, a.valid_to)
+    end_b = b.valid_to
+    return (end_b is None or a.valid_from < end_b) and (end_a is None or b.valid_from < end_a)
+
+
+# --------------------------------------------------------------------------- retract and erase
+
+
+def _recompute(key_ids: Iterable[int], *, now: datetime, actor: str, mutate) -> None:
+    """Lock ``key_ids`` in order, take their state, run ``mutate()`` (the
+    lifecycle update), then commit each key's new state."""
+    keys = _lock_keys(key_ids)
+    before = {k.id: _state(k, now=now) for k in keys}
+    mutate()
+    for key in keys:
+        _commit_key(before[key.id], _state(key, now=now), now=now, actor=actor)
+
+
+def retract(*, tenant: Tenant, assertion_ids: list[str] | None = None, subject: str | None = None,
+            source_id: str | None = None, reason: str = "", actor: str, batch_id: uuid.UUID | None = None) -> WriteResult:
+    """Retract (DESIGN.md: "the claim was never true") one assertion, or every
+    assertion of ``subject`` from ``source_id``. The rows stay; from now on no
+    answer for any valid time contains them. Already retracted assertions are
+    left as they are. Raises :class:`NotFound` when nothing matches in the
+    tenant."""
+    with transaction.atomic():
+        qs = Assertion.objects.filter(tenant=tenant, erased_at__isnull=True)
+        if assertion_ids is not None:
+            qs = qs.filter(id__in=assertion_ids)
+        else:
+            qs = qs.filter(subject__external_id=subject, source_id=source_id)
+        targets = list(qs.values("id", "fact_key_id", "subject_id", "retracted_at"))
+        if not targets:
+            raise NotFound("no such assertion")
+        fresh = [t for t in targets if t["retracted_at"] is None]
+        now = timezone.now()
+
+        def mutate() -> None:
+            Assertion.objects.filter(id__in=[t["id"] for t in fresh]).update(
+                retracted_at=now, retraction_reason=reason, retracted_by=actor, revocation_batch=batch_id
+            )
+            Event.objects.bulk_create([
+                _event(None, tenant_id=tenant.id, subject_id=t["subject_id"], type=ev.FACT_RETRACTED, at=now,
+                       actor=actor, assertion_id=t["id"], rule="retraction",
+                       data={"reason_given": bool(reason), "batch_id": str(batch_id) if batch_id else None},
+                       fact_key_id=t["fact_key_id"])
+                for t in fresh
+            ])
+
+        _recompute({t["fact_key_id"] for t in fresh}, now=now, actor=actor, mutate=mutate)
+        for t in fresh:
+            ev.publish(ev.DomainEvent(ev.FACT_RETRACTED, tenant.id, t["subject_id"], t["fact_key_id"], {
+                "assertion_id": str(t["id"]), "reason": reason, "retracted_at": iso(now), "actor": actor,
+            }))
+        ids = [str(t["id"]) for t in targets]
+        return WriteResult(ids[0], "retracted", "retraction", extra={"retracted": ids})
+
+
+def unretract(*, tenant: Tenant, batch_id: uuid.UUID, actor: str) -> int:
+    """Undo a revocation batch: the batch's retractions stop counting from
+    now on (new ``fact.restored`` events; history keeps both). Returns how
+    many assertions were restored."""
+    with transaction.atomic():
+        targets = list(Assertion.objects.filter(tenant=tenant, revocation_batch=batch_id, erased_at__isnull=True,
+                                                retracted_at__isnull=False).values("id", "fact_key_id", "subject_id"))
+        now = timezone.now()
+
+        def mutate() -> None:
+            # A restored assertion is a new belief from now: the original row
+            # keeps its retraction; a copy is recorded now (payload unchanged).
+            for t in targets:
+                original = Assertion.objects.get(id=t["id"])
+                Assertion.objects.filter(id=original.id).update(revocation_batch=None)
+                copy = Assertion.objects.get(id=original.id)
+                copy.pk = uuid.uuid4()
+                copy.recorded_at = now
+                copy.retracted_at = None
+                copy.retraction_reason = ""
+                copy.retracted_by = ""
+                copy.revocation_batch = None
+                copy.payload_hash = f"restored:{original.id}"
+                copy.actor = actor
+                copy.save(force_insert=True)
+                Event.objects.create(tenant=tenant, subject_id=t["subject_id"], fact_key_id=t["fact_key_id"],
+                                     assertion_id=copy.pk, type="fact.restored", rule="revocation-undo", actor=actor,
+                                     before=[str(original.id)], after=[str(copy.pk)], at=now,
+                                     data={"batch_id": str(batch_id)})
+
+        _recompute({t["fact_key_id"] for t in targets}, now=now, actor=actor, mutate=mutate)
+        return len(targets)
+
+
+def erase(*, tenant: Tenant, assertion_id: str, actor: str) -> WriteResult:
+    """Erase one assertion (right to be forgotten): value and evidence are
+    destroyed, a tombstone without personal data stays. Raises
+    :class:`NotFound`."""
+    with transaction.atomic():
+        row = Assertion.objects.filter(tenant=tenant, id=assertion_id).values("id", "fact_key_id", "subject_id").first()
+        if row is None:
+            raise NotFound("no such assertion")
+        _erase_rows(tenant, [row], actor=actor)
+        return WriteResult(str(row["id"]), "erased", "erasure")
+
+
+def _erase_rows(tenant: Tenant, rows: list[dict], *, actor: str) -> None:
+    now = timezone.now()
+    ids = [r["id"] for r in rows]
+
+    def mutate() -> None:
+        Assertion.objects.filter(id__in=ids).update(
+            value=None, value_key="", evidence="", retraction_reason="", erased_at=now, confidence=None,
+        )
+        Event.objects.bulk_create([
+            _event(None, tenant_id=tenant.id, subject_id=r["subject_id"], type=ev.FACT_ERASED, at=now, actor=actor,
+                   assertion_id=r["id"], rule="erasure", fact_key_id=r["fact_key_id"]) for r in rows
+        ])
+
+    _recompute({r["fact_key_id"] for r in rows}, now=now, actor=actor, mutate=mutate)
+    for r in rows:
+        ev.publish(ev.DomainEvent(ev.FACT_ERASED, tenant.id, r["subject_id"], r["fact_key_id"],
+                                  {"assertion_id": str(r["id"]), "erased_at": iso(now)}))
+
+
+def erase_subject(*, tenant: Tenant, external_id: str, actor: str) -> int:
+    """Erase everything about a person (API.md ``DELETE /subjects/<id>``).
+    Returns the number of assertions erased. Raises :class:`NotFound`."""
+    with transaction.atomic():
+        subject = Subject.objects.filter(tenant=tenant, external_id=external_id).first()
+        if subject is None:
+            raise NotFound("no such subject")
+        rows = list(Assertion.objects.filter(subject=subject, erased_at__isnull=True)
+                    .values("id", "fact_key_id", "subject_id"))
+        if rows:
+            _erase_rows(tenant, rows, actor=actor)
+        now = timezone.now()
+        Subject.objects.filter(pk=subject.pk).update(display_name="", erased_at=now)
+        Event.objects.create(tenant=tenant, subject=subject, type=ev.SUBJECT_ERASED, rule="erasure", actor=actor,
+                             at=now, data={"assertions": len(rows)})
+        ev.publish(ev.DomainEvent(ev.SUBJECT_ERASED, tenant.id, subject.id, None, {"erased_at": iso(now)}))
+        return len(rows)
+
+
+# --------------------------------------------------------------------------- policy
+
+
+def set_predicate_policy(*, tenant: Tenant, predicate: str, cardinality: str, stakes: str, authority: str,
+                         ttl_seconds: int | None, actor: str) -> dict:
+    """Record a new version of a predicate's policy and re-run detection over
+    every key of that predicate (API.md, "Predicate policy"). Returns a
+    summary ``{"predicate", "keys", "changed", "conflicts_opened",
+    "proposals"}``. Raises :class:`InputError` for a bad field."""
+    if cardinality not in ("one", "many"):
+        raise InputError("must be 'one' or 'many'", "cardinality")
+    if stakes not in ("low", "high"):
+        raise InputError("must be 'low' or 'high'", "stakes")
+    if authority not in ("user", "system_record"):
+        raise InputError("must be 'user' or 'system_record'", "authority")
+    if ttl_seconds is not None and (isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int) or ttl_seconds <= 0):
+        raise InputError("must be a positive number of seconds or null", "ttl_seconds")
+    with transaction.atomic():
+        now = timezone.now()
+        PredicatePolicy.objects.create(
+            tenant=tenant, predicate=predicate, cardinality=cardinality, stakes=stakes, authority=authority,
+            ttl_seconds=ttl_seconds, classified=True, recorded_at=now, recorded_by=actor,
+        )
+        Event.objects.create(tenant=tenant, type=ev.POLICY_CHANGED, rule="policy", actor=actor, at=now,
+                             data={"predicate": predicate, "cardinality": cardinality, "stakes": stakes,
+                                   "authority": authority, "ttl_seconds": ttl_seconds})
+        summary = _rerun(tenant, FactKey.objects.filter(tenant=tenant, predicate=predicate), now=now, actor=actor)
+        return {"predicate": predicate, **summary}
+
+
+def set_source_ranking(*, tenant: Tenant, ranking: list[str], actor: str) -> dict:
+    """Record a new version of the tenant's source ranking (highest first, a
+    permutation of the five source kinds) and re-run every key. Raises
+    :class:`InputError`."""
+    if not isinstance(ranking, list) or sorted(ranking) != sorted(SOURCE_KINDS):
+        raise InputError(f"must list each of {', '.join(SOURCE_KINDS)} once, highest first", "ranking")
+    with transaction.atomic():
+        now = timezone.now()
+        SourceRanking.objects.create(tenant=tenant, ranking=ranking, recorded_at=now, recorded_by=actor)
+        Event.objects.create(tenant=tenant, type=ev.POLICY_CHANGED, rule="ranking", actor=actor, at=now,
+                             data={"ranking": ranking})
+        return _rerun(tenant, FactKey.objects.filter(tenant=tenant), now=now, actor=actor)
+
+
+def _rerun(tenant: Tenant, keys, *, now: datetime, actor: str) -> dict:
+    """Recompute ``keys`` under the policy in force at ``now``; the previous
+    state is the projection as stored (computed under the old policy)."""
+    summary = {"keys": 0, "changed": 0, "conflicts_opened": 0, "proposals": 0}
+    previous = PolicyCache(tenant_id=tenant.id, at=now - timezone.timedelta(microseconds=1))
+    current = PolicyCache(tenant_id=tenant.id, at=now)
+    for key in _lock_keys(keys.values_list("pk", flat=True)):
+        rows = Assertion.objects.filter(fact_key=key).filter(live_filter(now)).values(*CLAIM_FIELDS)
+        claims = [to_claim(r) for r in rows]
+        before = KeyState(key, claims, resolve(claims, previous.get(key.predicate)))
+        after = KeyState(key, claims, resolve(claims, current.get(key.predicate)))
+        opened_before = Conflict.objects.filter(fact_key=key, status=Conflict.OPEN).count()
+        _commit_key(before, after, now=now, actor=actor)
+        summary["keys"] += 1
+        summary["changed"] += before.resolution.segments != after.resolution.segments
+        summary["conflicts_opened"] += max(0, Conflict.objects.filter(fact_key=key, status=Conflict.OPEN).count() - opened_before)
+        summary["proposals"] += sum(1 for f in after.resolution.fate.values() if f == FATE_PROPOSED)
+    return summary
+
+
+# --------------------------------------------------------------------------- projection maintenance
+
+
+def rebuild_projection(*, tenant: Tenant | None = None, key_ids: Iterable[int] | None = None) -> int:
+    """Recompute the projection of every key (or of ``key_ids``) from the
+    log, under the current policy. Returns the number of keys rebuilt."""
+    keys = FactKey.objects.all()
+    if tenant is not None:
+        keys = keys.filter(tenant=tenant)
+    if key_ids is not None:
+        keys = keys.filter(pk__in=list(key_ids))
+    count = 0
+    for key_id in keys.values_list("pk", flat=True).iterator():
+        with transaction.atomic():
+            (key,) = _lock_keys([key_id])
+            now = timezone.now()
+            state = _state(key, now=now)
+            conflict_ids = {c.valid_from: c.id for c in Conflict.objects.filter(fact_key=key, status=Conflict.OPEN)}
+            _store_projection(state, conflict_ids)
+        count += 1
+    return count
+
+
+__all__ = [
+    "NotFound", "WriteResult", "assert_fact", "retract", "unretract", "erase", "erase_subject",
+    "set_predicate_policy", "set_source_ranking", "rebuild_projection",
+]

@@ -1,0 +1,130 @@
+"""Predicate policy and source ranking as of a transaction time.
+
+DESIGN.md, "Predicate policy": each tenant registers predicates; a shipped
+catalogue gives common ones their defaults; a predicate nobody registered is
+admitted as ``many``, ``low`` and marked unclassified. Policy changes are
+versioned rows, so the policy at transaction time T is the newest row
+recorded at or before T (falling back to the catalogue, then to the
+unclassified default).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from facts.models import PredicatePolicy, SourceRanking
+from facts.resolve import DEFAULT_RANKING, Policy
+
+
+@dataclass(frozen=True)
+class CatalogueEntry:
+    cardinality: str
+    stakes: str = "low"
+    authority: str = "user"
+    ttl_seconds: int | None = None
+
+
+CATALOGUE: dict[str, CatalogueEntry] = {
+    "employer": CatalogueEntry("one"),
+    "city_of_residence": CatalogueEntry("one"),
+    "job_title": CatalogueEntry("one"),
+    "speaks_language": CatalogueEntry("many"),
+    "pet": CatalogueEntry("many"),
+    "note": CatalogueEntry("many"),
+    "legal_name": CatalogueEntry("one", "high"),
+    "email": CatalogueEntry("one", "high"),
+    "billing_address": CatalogueEntry("one", "high"),
+    "payment_method": CatalogueEntry("one", "high"),
+    "plan": CatalogueEntry("one", "low", "system_record"),
+}
+UNCLASSIFIED = CatalogueEntry("many")
+
+
+@dataclass(frozen=True)
+class PolicyView:
+    """A predicate's policy as shown to staff: the rule inputs plus where
+    they came from (``tenant``, ``catalogue`` or ``unclassified``)."""
+
+    predicate: str
+    cardinality: str
+    stakes: str
+    authority: str
+    ttl_seconds: int | None
+    origin: str
+    recorded_at: datetime | None
+
+    @property
+    def classified(self) -> bool:
+        return self.origin != "unclassified"
+
+
+def ranking_at(*, tenant_id: int, at: datetime) -> tuple[str, ...]:
+    """The tenant's source ranking (highest first) in force at ``at``."""
+    row = (
+        SourceRanking.objects.filter(tenant_id=tenant_id, recorded_at__lte=at)
+        .order_by("-recorded_at", "-id")
+        .values_list("ranking", flat=True)
+        .first()
+    )
+    return tuple(row) if row else DEFAULT_RANKING
+
+
+def policy_view_at(*, tenant_id: int, predicate: str, at: datetime) -> PolicyView:
+    """The predicate's policy in force at ``at``, with its origin."""
+    row = (
+        PredicatePolicy.objects.filter(tenant_id=tenant_id, predicate=predicate, recorded_at__lte=at)
+        .order_by("-recorded_at", "-id")
+        .first()
+    )
+    if row is not None:
+        return PolicyView(predicate, row.cardinality, row.stakes, row.authority, row.ttl_seconds,
+                          "tenant" if row.classified else "unclassified", row.recorded_at)
+    entry = CATALOGUE.get(predicate)
+    origin = "catalogue" if entry else "unclassified"
+    entry = entry or UNCLASSIFIED
+    return PolicyView(predicate, entry.cardinality, entry.stakes, entry.authority, entry.ttl_seconds, origin, None)
+
+
+class PolicyCache:
+    """Per-call memo of :func:`policy_at`: one query per predicate and one for
+    the ranking, however many keys are resolved at the same ``at``."""
+
+    def __init__(self, *, tenant_id: int, at: datetime) -> None:
+        self.tenant_id = tenant_id
+        self.at = at
+        self._ranking: tuple[str, ...] | None = None
+        self._policies: dict[str, Policy] = {}
+
+    def prefetch(self, predicates: set[str]) -> None:
+        """Load the policies of many predicates in one query."""
+        missing = predicates - self._policies.keys()
+        if not missing:
+            return
+        rows = (
+            PredicatePolicy.objects.filter(tenant_id=self.tenant_id, predicate__in=missing, recorded_at__lte=self.at)
+            .order_by("predicate", "-recorded_at", "-id")
+            .distinct("predicate")
+        )
+        found = {r.predicate: r for r in rows}
+        for predicate in missing:
+            row = found.get(predicate)
+            entry = row or CATALOGUE.get(predicate) or UNCLASSIFIED
+            self._policies[predicate] = Policy(
+                cardinality=entry.cardinality, stakes=entry.stakes, authority=entry.authority,
+                ttl_seconds=entry.ttl_seconds, ranking=self.ranking,
+            )
+
+    @property
+    def ranking(self) -> tuple[str, ...]:
+        if self._ranking is None:
+            self._ranking = ranking_at(tenant_id=self.tenant_id, at=self.at)
+        return self._ranking
+
+    def get(self, predicate: str) -> Policy:
+        self.prefetch({predicate})
+        return self._policies[predicate]
+
+
+def policy_at(*, tenant_id: int, predicate: str, at: datetime) -> Policy:
+    """The resolution :class:`~facts.resolve.Policy` for a predicate at ``at``."""
+    return PolicyCache(tenant_id=tenant_id, at=at).get(predicate)

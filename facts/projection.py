@@ -1,0 +1,112 @@
+"""The current-view projection: how a key's resolution becomes
+:class:`~facts.models.CurrentFact` rows, and the per-key digest that
+``reconcile`` compares (DESIGN.md, "The read model").
+
+The builders here do not write; ``facts/ledger.py`` stores their rows.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from typing import Any, Iterable
+
+from facts.models import Assertion, CurrentFact, FactKey
+from facts.resolve import FATE_PROPOSED, SEGMENT_CONFLICT, Claim, Resolution, Segment
+
+SOURCE_INFO_FIELDS = ("id", "extractor", "evidence", "confidence", "valid_to", "valid_from_precision")
+
+
+def iso(value: datetime | None) -> str | None:
+    """RFC 3339 UTC with ``Z``, or ``None``."""
+    if value is None:
+        return None
+    return value.isoformat().replace("+00:00", "Z")
+
+
+def source_info(assertion_ids: Iterable) -> dict[Any, dict]:
+    """Extractor, evidence and asserted bounds of assertions, by id."""
+    return {row["id"]: row for row in Assertion.objects.filter(id__in=list(assertion_ids)).values(*SOURCE_INFO_FIELDS)}
+
+
+def source_json(claim: Claim, info: dict) -> dict:
+    """A source as API.md shows it, with its own assertion id and times."""
+    extra = info.get(claim.id, {})
+    return {
+        "assertion_id": str(claim.id),
+        "kind": claim.source_kind,
+        "id": claim.source_id,
+        "extractor": extra.get("extractor", ""),
+        "evidence": extra.get("evidence", ""),
+        "valid_from": iso(claim.valid_from),
+        "valid_to": iso(claim.valid_to),
+        "stated_at": iso(claim.stated_at),
+        "recorded_at": iso(claim.recorded_at),
+    }
+
+
+def candidate_json(claim: Claim, info: dict) -> dict:
+    return {"assertion_id": str(claim.id), "value": claim.value, "source": source_json(claim, info)}
+
+
+def rows_for_key(
+    key: FactKey, resolution: Resolution, claims: list[Claim], info: dict, conflict_ids: dict[datetime, Any]
+) -> list[CurrentFact]:
+    """The projection rows of one key: one per segment, one per proposal.
+
+    ``conflict_ids`` maps a conflict segment's ``valid_from`` to its
+    :class:`~facts.models.Conflict` id.
+    """
+    common = dict(
+        tenant_id=key.tenant_id, subject_id=key.subject_id, fact_key_id=key.id, entity=key.entity,
+        predicate=key.predicate, scope_kind=key.scope_kind, scope_key=key.scope_key,
+    )
+    rows = [_segment_row(seg, info, conflict_ids, common) for seg in resolution.segments]
+    for claim in claims:
+        if resolution.fate.get(claim.id) == FATE_PROPOSED:
+            rows.append(CurrentFact(
+                **common, status="proposed", value=claim.value, value_key=claim.value_key,
+                valid_from=claim.valid_from, valid_to=claim.valid_to, asserted_valid_to=claim.valid_to,
+                assertion_id=claim.id, stated_at=claim.stated_at, recorded_at=claim.recorded_at,
+                source=source_json(claim, info), sources=[source_json(claim, info)], candidates=[],
+                rule="high-stakes-confirmation",
+            ))
+    return rows
+
+
+def _segment_row(seg: Segment, info: dict, conflict_ids: dict, common: dict) -> CurrentFact:
+    if seg.status == SEGMENT_CONFLICT:
+        return CurrentFact(
+            **common, status="conflict", value=None, value_key="", valid_from=seg.valid_from, valid_to=seg.valid_to,
+            asserted_valid_to=None, assertion_id=None, stated_at=None, recorded_at=None, source={}, sources=[],
+            candidates=[candidate_json(c, info) for c in seg.candidates], rule=seg.rule,
+            conflict_id=conflict_ids.get(seg.valid_from),
+        )
+    winner = seg.winner
+    return CurrentFact(
+        **common, status="value", value=seg.value, value_key=seg.value_key, valid_from=seg.valid_from,
+        valid_to=seg.valid_to, asserted_valid_to=winner.valid_to, assertion_id=winner.id,
+        stated_at=winner.stated_at, recorded_at=winner.recorded_at, source=source_json(winner, info),
+        sources=[source_json(c, info) for c in seg.sources], candidates=[], rule=seg.rule,
+    )
+
+
+_DIGEST_FIELDS = ("status", "value_key", "valid_from", "valid_to", "assertion_id", "rule", "sources", "candidates")
+
+
+def rows_digest(rows: Iterable[CurrentFact]) -> str:
+    """SHA-256 over a key's projection rows (content, not count)."""
+    encoded = sorted(
+        json.dumps([_jsonable(getattr(r, f)) for f in _DIGEST_FIELDS], sort_keys=True, default=str) for r in rows
+    )
+    return hashlib.sha256("\n".join(encoded).encode()).hexdigest()
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return iso(value)
+    if value is None:
+        return None
+    if isinstance(value, (list, dict, str, int, float, bool)):
+        return value
+    return str(value)

@@ -1,0 +1,93 @@
+"""Tenants, API keys and webhook secrets.
+
+API keys are shown once and stored as SHA-256; webhook secrets follow
+Standard Webhooks (``whsec_`` + base64 of 24 random bytes). Rotating a
+secret keeps the previous one valid for an overlap (default 24 hours).
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from facts.models import ApiKey, Tenant, WebhookSecret
+
+API_KEY_PREFIX = "mui_"
+
+
+@dataclass(frozen=True)
+class TenantCredentials:
+    slug: str
+    api_key: str
+    webhook_secret: str
+
+    def as_json(self) -> dict:
+        return {"slug": self.slug, "api_key": self.api_key, "webhook_secret": self.webhook_secret}
+
+
+def hash_key(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def new_webhook_secret() -> str:
+    return "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+
+
+def create_api_key(*, tenant: Tenant, name: str = "default") -> str:
+    """Create an API key for ``tenant``; returns the raw key (shown once)."""
+    raw = API_KEY_PREFIX + secrets.token_urlsafe(32)
+    ApiKey.objects.create(tenant=tenant, name=name, prefix=raw[:10], key_hash=hash_key(raw))
+    return raw
+
+
+def rotate_webhook_secret(*, tenant: Tenant, overlap: timedelta = timedelta(hours=24)) -> str:
+    """Issue a new inbound webhook secret; the current ones stay valid for
+    ``overlap``. Returns the new secret."""
+    now = timezone.now()
+    WebhookSecret.objects.filter(tenant=tenant, expires_at__isnull=True).update(expires_at=now + overlap)
+    secret = new_webhook_secret()
+    WebhookSecret.objects.create(tenant=tenant, secret=secret)
+    return secret
+
+
+def create_or_rotate_tenant(*, slug: str, name: str = "") -> TenantCredentials:
+    """``manage.py create_tenant``: create the tenant, or rotate its
+    credentials (older API keys revoked, older webhook secret kept for the
+    overlap). Returns the new credentials."""
+    with transaction.atomic():
+        tenant, created = Tenant.objects.get_or_create(slug=slug, defaults={"name": name or slug})
+        if not created:
+            ApiKey.objects.filter(tenant=tenant, revoked_at__isnull=True).update(revoked_at=timezone.now())
+        api_key = create_api_key(tenant=tenant)
+        secret = rotate_webhook_secret(tenant=tenant)
+        return TenantCredentials(slug=tenant.slug, api_key=api_key, webhook_secret=secret)
+
+
+def tenant_for_api_key(raw: str) -> Tenant | None:
+    """The tenant of a live API key, or ``None``. Records ``last_used_at``
+    at most once a minute."""
+    if not raw:
+        return None
+    key = ApiKey.objects.select_related("tenant").filter(key_hash=hash_key(raw), revoked_at__isnull=True).first()
+    if key is None:
+        return None
+    now = timezone.now()
+    if key.last_used_at is None or now - key.last_used_at > timedelta(minutes=1):
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+    return key.tenant
+
+
+def active_webhook_secrets(tenant: Tenant) -> list[str]:
+    """Secrets that may sign an inbound webhook now (newest first)."""
+    now = timezone.now()
+    return list(
+        WebhookSecret.objects.filter(tenant=tenant)
+        .exclude(expires_at__lte=now)
+        .order_by("-created_at")
+        .values_list("secret", flat=True)
+    )

@@ -1,0 +1,164 @@
+"""Inbound webhooks: signature check (Standard Webhooks) and dispatch to
+the ledger (API.md, "Authentication" and "Inbound events").
+
+``dispatch`` is shared by the signed webhook endpoint and the batch import:
+the same admission, the same ledger calls, the same idempotency receipts.
+Event types owned by another app (``clarification.answered``) are handled
+by a function that app registers with :func:`register_handler`, so
+``facts/`` never imports ``conflicts/``.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+from django.db import IntegrityError, transaction
+from django.http import HttpRequest, JsonResponse
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from facts import ledger
+from facts.errors import NotFound, StateConflict
+from facts.inputs import InputError, parse_assertion, parse_json_body, parse_retraction
+from facts.models import Tenant, WebhookReceipt
+from facts.tenants import active_webhook_secrets
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[Tenant, dict, str], ledger.WriteResult]
+_handlers: dict[str, Handler] = {}
+
+
+def register_handler(event_type: str, handler: Handler) -> None:
+    """Let another app handle an inbound event type. ``handler(tenant, data,
+    actor)`` returns a :class:`~facts.ledger.WriteResult` or raises
+    :class:`InputError`, :class:`NotFound` or :class:`StateConflict`."""
+    _handlers[event_type] = handler
+
+
+def _assert(tenant: Tenant, data: dict, actor: str) -> ledger.WriteResult:
+    return ledger.assert_fact(tenant=tenant, data=parse_assertion(data, received_at=timezone.now()), actor=actor)
+
+
+def _retract(tenant: Tenant, data: dict, actor: str) -> ledger.WriteResult:
+    parsed = parse_retraction(data)
+    return ledger.retract(
+        tenant=tenant, assertion_ids=[parsed.assertion_id] if parsed.assertion_id else None,
+        subject=parsed.subject, source_id=parsed.source_id, reason=parsed.reason, actor=actor,
+    )
+
+
+register_handler("fact.asserted", _assert)
+register_handler("fact.retracted", _retract)
+
+
+def dispatch(tenant: Tenant, envelope: Any, *, actor: str, prefix: str = "") -> tuple[int, dict]:
+    """Apply one event envelope ``{"type", "timestamp", "data"}``.
+
+    Returns ``(status, body)``: 200 with the API.md response, or 4xx with
+    ``{"detail", "field"}`` (nothing written). ``prefix`` prepends a path to
+    error fields (``events[3].``).
+    """
+    try:
+        if not isinstance(envelope, dict):
+            raise InputError("must be an object {type, timestamp, data}", prefix.rstrip(".") or "body")
+        event_type = envelope.get("type")
+        handler = _handlers.get(event_type)
+        if handler is None:
+            raise InputError(f"must be one of {', '.join(sorted(_handlers))}", f"{prefix}type")
+        if "data" not in envelope:
+            raise InputError("is required", f"{prefix}data")
+        with transaction.atomic():
+            result = handler(tenant, envelope["data"], actor)
+        return 200, result.as_body()
+    except InputError as exc:
+        if prefix and exc.field and not exc.field.startswith(prefix):
+            exc.field = prefix + exc.field
+        return exc.status, exc.as_body()
+    except NotFound as exc:
+        return 404, {"detail": str(exc), "field": f"{prefix}data"}
+    except StateConflict as exc:
+        return 409, {"detail": exc.detail, "field": None, **exc.state}
+
+
+def dispatch_once(tenant: Tenant, idempotency_key: str, envelope: Any, *, actor: str, prefix: str = "") -> tuple[int, dict]:
+    """:func:`dispatch` guarded by an idempotency key: a key seen before gets
+    its first response again and nothing is written. Refusals (4xx) are not
+    remembered, since they wrote nothing."""
+    stored = WebhookReceipt.objects.filter(tenant=tenant, webhook_id=idempotency_key).first()
+    if stored is not None:
+        return stored.status_code, stored.response
+    try:
+        with transaction.atomic():
+            status, body = dispatch(tenant, envelope, actor=actor, prefix=prefix)
+            if status == 200:
+                WebhookReceipt.objects.create(tenant=tenant, webhook_id=idempotency_key, status_code=status, response=body)
+            return status, body
+    except IntegrityError:
+        stored = WebhookReceipt.objects.filter(tenant=tenant, webhook_id=idempotency_key).first()
+        if stored is None:
+            raise
+        return stored.status_code, stored.response
+
+
+def _error(status: int, detail: str, field: str | None) -> JsonResponse:
+    return JsonResponse({"detail": detail, "field": field}, status=status)
+
+
+def verify_signature(tenant: Tenant, body: bytes, headers: dict[str, str]) -> None:
+    """Check Standard Webhooks headers against every active secret of the
+    tenant (several during rotation). Raises ``WebhookVerificationError``
+    for a missing, malformed, stale (outside 5 minutes) or wrong signature."""
+    secrets = active_webhook_secrets(tenant)
+    if not secrets:
+        raise WebhookVerificationError("the tenant has no webhook secret")
+    last: Exception | None = None
+    for secret in secrets:
+        try:
+            Webhook(secret).verify(body, headers, json_parse=False)
+            return
+        except WebhookVerificationError as exc:
+            last = exc
+        except (ValueError, UnicodeDecodeError, TypeError) as exc:  # malformed header or body encoding
+            last = WebhookVerificationError(f"malformed signature headers: {exc}")
+    raise last or WebhookVerificationError("no matching signature")
+
+
+@csrf_exempt
+@require_POST
+def inbound(request: HttpRequest, tenant_slug: str) -> JsonResponse:
+    """``POST /webhooks/<tenant slug>/``: one signed event.
+
+    401 bad/missing signature or stale timestamp; 413 body over
+    ``MEMORYUI_MAX_BODY_BYTES``; 400 malformed JSON or payload (naming the
+    field); 200 with the write result; a replayed ``webhook-id`` gets its
+    first response.
+    """
+    from django.conf import settings
+
+    tenant = Tenant.objects.filter(slug=tenant_slug).first()
+    if tenant is None:
+        return _error(404, "no such tenant", "tenant")
+    limit = settings.MEMORYUI_MAX_BODY_BYTES
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    if declared > limit:
+        return _error(413, f"body is larger than {limit} bytes", "body")
+    body = request.body
+    if len(body) > limit:
+        return _error(413, f"body is larger than {limit} bytes", "body")
+    headers = {k.lower(): v for k, v in request.headers.items() if k.lower().startswith("webhook-")}
+    try:
+        verify_signature(tenant, body, headers)
+    except WebhookVerificationError as exc:
+        return _error(401, f"signature check failed: {exc}", "webhook-signature")
+    try:
+        envelope = parse_json_body(body)
+    except InputError as exc:
+        return _error(exc.status, exc.detail, exc.field)
+    status, payload = dispatch_once(tenant, headers["webhook-id"], envelope, actor=f"webhook:{tenant.slug}")
+    return JsonResponse(payload, status=status)

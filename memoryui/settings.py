@@ -1,0 +1,128 @@
+"""memoryui settings, read from the environment.
+
+Variables (all optional):
+
+- ``DATABASE_URL``: PostgreSQL URL (dj-database-url syntax). Unset: an
+  embedded PostgreSQL is started (see ``memoryui/services.py``).
+- ``REDIS_URL``: Celery broker URL. Unset: an embedded Redis is started.
+- ``SECRET_KEY``: Django's secret; a development key is used when unset and
+  ``DEBUG`` is on.
+- ``DEBUG``: ``1``/``0``; default ``1`` for the zero-setup run.
+- ``ALLOWED_HOSTS``: comma-separated; default ``127.0.0.1,localhost``.
+- ``MEMORYUI_MAX_BODY_BYTES``: largest accepted webhook or batch body,
+  default 1 MiB; larger bodies get 413.
+- ``MEMORYUI_PUBLIC_URL``: base URL used in sign-in links, default
+  ``http://127.0.0.1:8000``.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+from memoryui.services import ensure_service_urls
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    return os.environ.get(name, "1" if default else "0").lower() in {"1", "true", "yes", "on"}
+
+
+ensure_service_urls()
+
+DEBUG = _env_bool("DEBUG", True)
+SECRET_KEY = os.environ.get("SECRET_KEY") or (
+    "dev-only-insecure-key-memoryui" if DEBUG else None
+)
+if not SECRET_KEY:
+    raise RuntimeError("SECRET_KEY must be set when DEBUG is off")
+ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h.strip()]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "facts",
+    "conflicts",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "memoryui.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = "memoryui.wsgi.application"
+
+DATABASES = {
+    "default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60),
+}
+DATABASES["default"].setdefault("TEST", {})["NAME"] = os.environ.get("TEST_DATABASE_NAME", "test_memoryui")
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-gb"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+LOGIN_URL = "/login/"
+
+REDIS_URL = os.environ["REDIS_URL"]
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ALWAYS_EAGER = _env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
+CELERY_BEAT_SCHEDULE: dict = {}
+
+MEMORYUI_MAX_BODY_BYTES = int(os.environ.get("MEMORYUI_MAX_BODY_BYTES", str(1024 * 1024)))
+MEMORYUI_PUBLIC_URL = os.environ.get("MEMORYUI_PUBLIC_URL", "http://127.0.0.1:8000")
+DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYUI_MAX_BODY_BYTES * 8
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
+}
