@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "template_partials",
     "facts",
     "conflicts",
+    "dashboard",
 ]
 
 MIDDLEWARE = [

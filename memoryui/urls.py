@@ -9,4 +9,5 @@ urlpatterns = [
     path("api/v1/", api.urls),
     path("webhooks/<slug:tenant_slug>/", inbound, name="webhook-inbound"),
     path("admin/", admin.site.urls),
+    path("", include("dashboard.urls")),
 ]

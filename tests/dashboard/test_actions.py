@@ -1,0 +1,146 @@
+"""What a person does from the dashboard, through the ledger: "this
+changed", "this was never true", "forget this", "forget everything", answer
+a question, download their data."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conflicts.models import ClarificationPrompt
+from facts.models import Assertion, Subject
+from tests.dashboard.conftest import pending_question
+
+pytestmark = pytest.mark.django_db
+
+
+def current_values(person, predicate: str) -> list:
+    facts = person.agent.get(f"/subjects/{person.external_id}/facts", predicate=predicate)["facts"]
+    return [f.get("value") for f in facts]
+
+
+def test_this_changed_records_a_correction_from_the_given_day(person):
+    berlin = person.remember(predicate="city_of_residence", value="Berlin", valid_from="2025-03-01T00:00:00Z")
+
+    response = person.client.post(f"/memories/{berlin['assertion_id']}/correct",
+                                  {"value": "Munich", "since": "2025-11-22"})
+
+    assert response.status_code == 302
+    correction = Assertion.objects.get(subject=person.subject, source_kind="correction")
+    assert (correction.value, correction.valid_from.date().isoformat()) == ("Munich", "2025-11-22")
+    assert correction.actor.startswith("user:")
+    assert current_values(person, "city_of_residence") == ["Munich"]
+    history = person.agent.get(f"/subjects/{person.external_id}/history", predicate="city_of_residence")
+    assert [(v["value"], v["status"]) for v in history["versions"]] == [("Berlin", "superseded"), ("Munich", "current")]
+
+
+def test_this_changed_without_a_value_is_refused_and_writes_nothing(person):
+    berlin = person.remember(predicate="city_of_residence", value="Berlin")
+    count = Assertion.objects.count()
+
+    response = person.client.post(f"/memories/{berlin['assertion_id']}/correct", {"value": "  ", "since": "2025-01-01"})
+
+    assert response.status_code == 400
+    assert Assertion.objects.count() == count
+
+
+def test_never_true_retracts_every_source_of_the_memory(person):
+    first = person.remember(predicate="note", value="Has a dog named Rex")
+    person.remember(predicate="note", value="has a dog named rex", source={"kind": "agent_inference", "id": "inf-1"})
+
+    response = person.client.post(f"/memories/{first['assertion_id']}/retract", {"reason": "that was my sister"})
+
+    assert response.status_code == 302
+    retracted = Assertion.objects.filter(subject=person.subject, value_key='"has a dog named rex"')
+    assert [a.retraction_reason for a in retracted] == ["that was my sister", "that was my sister"]
+    assert "Has a dog named Rex" not in current_values(person, "note")
+
+
+def test_never_true_twice_is_not_found_and_writes_nothing(person):
+    first = person.remember(predicate="note", value="Plays the drums")
+    person.client.post(f"/memories/{first['assertion_id']}/retract", {})
+    count = Assertion.objects.filter(retracted_at__isnull=False).count()
+
+    response = person.client.post(f"/memories/{first['assertion_id']}/retract", {})
+
+    assert response.status_code == 404
+    assert Assertion.objects.filter(retracted_at__isnull=False).count() == count
+
+
+def test_forget_this_needs_the_confirmation(person):
+    memory = person.remember(predicate="note", value="Allergic to cats")
+
+    response = person.client.post(f"/memories/{memory['assertion_id']}/erase", {})
+
+    assert response.status_code == 400
+    assert Assertion.objects.filter(erased_at__isnull=False).count() == 0
+
+
+def test_forget_this_erases_every_source_of_the_value(person):
+    memory = person.remember(predicate="note", value="Allergic to cats")
+    person.remember(predicate="note", value="Allergic to cats", source={"kind": "agent_inference", "id": "inf-9"})
+
+    response = person.client.post(f"/memories/{memory['assertion_id']}/erase", {"confirm": "on"})
+
+    assert response.status_code == 302
+    assert Assertion.objects.filter(subject=person.subject, value__isnull=True, evidence="").count() == 2
+    export = person.client.get("/your-data/export.json").content.decode()
+    assert "cats" not in export
+
+
+def test_forget_everything_erases_the_subject_and_signs_out(person):
+    person.remember(predicate="city_of_residence", value="Berlin")
+
+    refused = person.client.post("/your-data/forget-everything", {})
+    done = person.client.post("/your-data/forget-everything", {"confirm": "on"})
+
+    assert refused.status_code == 400
+    assert done.status_code == 302 and done["Location"] == "/signed-out/?forgotten=1"
+    assert Subject.objects.get(pk=person.subject.pk).erased_at is not None
+    assert Assertion.objects.filter(subject=person.subject, erased_at__isnull=True).count() == 0
+    assert person.client.get("/").status_code == 302
+
+
+def test_download_is_a_json_attachment_with_provenance(person):
+    person.remember(predicate="city_of_residence", value="Berlin",
+                    source={"kind": "user_statement", "id": "msg-1", "evidence": "I live in Berlin"})
+
+    response = person.client.get("/your-data/export.json")
+
+    assert response["Content-Disposition"] == 'attachment; filename="my-memory.json"'
+    body = json.loads(response.content)
+    berlin = next(f for f in body["current"] if f.get("value") == "Berlin")
+    assert berlin["source"]["evidence"] == "I live in Berlin"
+    assert {k["predicate"] for k in body["keys"]} == {"note", "city_of_residence"}
+
+
+def test_answering_a_question_without_javascript_redirects_with_the_confirmation(person):
+    prompt = pending_question(person)
+    munich = next(o for o in prompt.options if o.get("value") == "Neue Str. 2, Munich")
+
+    response = person.client.post(f"/questions/{prompt.id}/answer", {"choice": munich["assertion_id"]}, follow=True)
+
+    assert ClarificationPrompt.objects.get(id=prompt.id).status == "answered"
+    assert ClarificationPrompt.objects.get(id=prompt.id).confirmation in response.content.decode()
+    assert current_values(person, "billing_address") == ["Neue Str. 2, Munich"]
+
+
+def test_answering_twice_says_so_and_changes_nothing(person):
+    prompt = pending_question(person)
+    choice = prompt.options[0]["assertion_id"]
+    person.client.post(f"/questions/{prompt.id}/answer", {"choice": choice})
+    count = Assertion.objects.count()
+
+    response = person.client.post(f"/questions/{prompt.id}/answer", {"choice": choice},
+                                  headers={"HX-Request": "true"})
+
+    assert "already answered or has expired" in response.content.decode()
+    assert Assertion.objects.count() == count
+
+
+def test_neither_answer_records_what_the_person_typed(person):
+    prompt = pending_question(person)
+
+    person.client.post(f"/questions/{prompt.id}/answer", {"choice": "neither", "value": "Hauptstr. 5, Hamburg"})
+
+    assert current_values(person, "billing_address") == ["Hauptstr. 5, Hamburg"]

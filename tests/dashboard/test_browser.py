@@ -1,0 +1,208 @@
+"""The dashboard in a real browser (Debian's chromium through Playwright)
+against the live server: sign in by link, read memories with their sources,
+retract, erase, travel in time. Each page is saved under test-artifacts/."""
+from __future__ import annotations
+
+import json
+from datetime import date
+from urllib.parse import urlsplit
+
+import pytest
+from playwright.sync_api import expect
+
+from facts.models import Assertion
+from tests.dashboard.browser import shot
+from tests.dashboard.conftest import pending_question, seed_life
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def sign_in(page, live_server, person) -> None:
+    response = person.agent.api("POST", f"/subjects/{person.external_id}/login-link")
+    assert response.status_code == 200
+    path = urlsplit(response.json()["url"]).path
+    page.goto(live_server.url + path)
+    shot(page, "01-sign-in-link")
+    page.get_by_role("button", name="Continue to my memories").click()
+    expect(page.get_by_role("heading", name="What I remember about you")).to_be_visible()
+
+
+def test_sign_in_by_link_and_see_memories_with_sources(page, live_server, person):
+    seed_life(person)
+
+    sign_in(page, live_server, person)
+
+    shot(page, "02-memories")
+    expect(page.locator(".memory", has_text="Munich").locator(".badge")).to_have_text("you said")
+    expect(page.locator(".memory", has_text="Family").locator(".badge")).to_have_text("from billing")
+    expect(page.locator(".memory", has_text="Acme Corp").locator(".badge")).to_have_text("from a document")
+    expect(page.locator(".memory", has_text="German").locator(".badge")).to_have_text("inferred by the assistant")
+    expect(page.locator(".memory", has_text="Munich").locator(".quote")).to_have_text("“We just finished the move to Munich!”")
+    expect(page.locator(".memory", has_text="Munich").locator(".memory__meta")).to_contain_text("True since 22 Nov 2025")
+    expect(page.locator(".memory", has_text="lake sunrises").locator(".also summary")).to_have_text(
+        "Also heard from 1 other source")
+    expect(page.locator(".memory", has_text="Berlin")).to_have_count(0)
+
+
+def test_history_shows_the_timeline_and_the_change_in_words(page, live_server, person):
+    seed_life(person)
+    sign_in(page, live_server, person)
+
+    page.locator(".memory", has_text="Munich").get_by_role("link", name="History and changes").click()
+
+    expect(page.get_by_role("heading", name="Munich", level=1)).to_be_visible()
+    expect(page.locator(".tl-bar--current")).to_have_count(1)
+    expect(page.locator(".tl-bar--superseded")).to_have_count(1)
+    expect(page.locator(".tl-marker--learned")).to_have_count(2)
+    expect(page.locator(".story")).to_contain_text("“Munich” replaced “Berlin” on 22 Nov 2025, because you said so later.")
+    shot(page, "03-history")
+
+
+def test_retracted_memory_leaves_the_list_but_stays_in_history(page, live_server, person):
+    seed_life(person)
+    sign_in(page, live_server, person)
+    page.locator(".memory", has_text="German").get_by_role("link", name="History and changes").click()
+
+    page.get_by_label("Why (optional)").fill("I only read German, I don't speak it")
+    page.get_by_role("button", name="Mark as never true").click()
+
+    expect(page.get_by_role("status")).to_contain_text("It stays in the history, marked as never true.")
+    expect(page.locator(".tl-bar--retracted")).to_have_count(1)
+    expect(page.locator(".tl-marker--retracted")).to_have_count(1)
+    expect(page.locator(".lede strong")).to_have_text("never true")
+    shot(page, "04-history-retracted")
+    page.get_by_role("link", name="Memories", exact=True).click()
+    expect(page.locator(".memory", has_text="German")).to_have_count(0)
+    expect(page.locator(".memory", has_text="Munich")).to_have_count(1)
+
+
+def test_erased_memory_is_nowhere_not_even_in_the_export(page, live_server, person):
+    sent = seed_life(person)
+    sign_in(page, live_server, person)
+    page.locator(".memory", has_text="lake sunrises").get_by_role("link", name="History and changes").click()
+
+    page.get_by_label("Yes, forget this for good").check()
+    page.get_by_role("button", name="Forget this").click()
+
+    expect(page.get_by_role("status")).to_contain_text("Forgotten.")
+    expect(page.locator("main")).not_to_contain_text("lake sunrise")
+    shot(page, "05-after-forget")
+    page.get_by_role("link", name="Activity", exact=True).click()
+    expect(page.locator("main")).not_to_contain_text("lake sunrise")
+    expect(page.locator("main")).to_contain_text("A memory was forgotten.")
+    shot(page, "06-activity")
+    page.goto(f"{live_server.url}/memories/{sent['painting']['assertion_id']}/")
+    expect(page.get_by_role("heading", name="A forgotten memory")).to_be_visible()
+    expect(page.locator("main")).not_to_contain_text("lake sunrise")
+    page.get_by_role("link", name="Your data").click()
+    shot(page, "07-your-data")
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Download my data").click()
+    exported = download.value.path().read_text()
+    assert "lake sunrise" not in exported
+    assert "It's special to me" not in exported
+    assert json.loads(exported)["current"]
+    assert Assertion.objects.filter(id=sent["painting"]["assertion_id"], value__isnull=True).count() == 1
+
+
+def test_time_travel_to_before_a_change_shows_the_old_value(page, live_server, person):
+    seed_life(person)
+    sign_in(page, live_server, person)
+    page.get_by_role("link", name="Look back").click()
+
+    page.get_by_label("What did the assistant believe on").fill(date.today().isoformat())
+    page.get_by_label("About which day").fill("2025-06-15")
+    page.get_by_role("button", name="Look back").click()
+
+    row = page.locator(".diff__row", has_text="Where you live")
+    expect(row.locator(".diff__then")).to_have_text("Berlin")
+    expect(row.locator(".diff__today")).to_have_text("Munich")
+    expect(row.locator(".chip")).to_have_text("changed")
+    shot(page, "08-time-travel")
+
+
+def test_answer_a_pending_question_and_the_page_updates_without_a_reload(page, live_server, person):
+    seed_life(person)
+    pending_question(person)
+    sign_in(page, live_server, person)
+    page.evaluate("window.__same_page = true")
+    question = page.locator(".question")
+    expect(question.locator(".question__text")).to_contain_text("Which is current?")
+    expect(page.locator(".memory", has_text="Neue Str. 2")).to_have_class("memory memory--conflict")
+    shot(page, "09-pending-question")
+
+    question.get_by_role("button", name="Neue Str. 2, Munich").click()
+
+    expect(page.locator(".confirmation")).to_be_visible()
+    expect(page.locator(".question")).to_have_count(0)
+    expect(page.locator(".memory--value", has_text="Neue Str. 2, Munich").locator(".memory__head .badge")).to_have_text(
+        "you corrected")
+    assert page.evaluate("window.__same_page") is True
+    shot(page, "10-question-answered")
+
+
+def test_pages_read_without_javascript_and_sign_in_works(no_js_page, live_server, person):
+    seed_life(person)
+    page = no_js_page
+    path = urlsplit(person.agent.api("POST", f"/subjects/{person.external_id}/login-link").json()["url"]).path
+    page.goto(live_server.url + path)
+    page.get_by_role("button", name="Continue to my memories").click()
+
+    expect(page.locator(".memory", has_text="Munich")).to_be_visible()
+    page.get_by_label("Search your memories").fill("Acme")
+    page.get_by_role("button", name="Show").click()
+    expect(page.locator(".memory")).to_have_count(1)
+    page.goto(live_server.url + "/")
+    page.locator(".memory", has_text="Munich").get_by_role("link", name="History and changes").click()
+    expect(page.locator(".tl-bar--superseded")).to_have_count(1)
+    for url in ("/activity/", "/time-travel/?believed_on=2026-01-01&about=2025-06-01", "/your-data/"):
+        page.goto(live_server.url + url)
+        expect(page.get_by_role("heading", level=1)).to_be_visible()
+    shot(page, "11-no-javascript")
+
+
+def test_forms_work_with_the_keyboard(page, live_server, person):
+    seed_life(person)
+    sign_in(page, live_server, person)
+
+    page.get_by_label("Search your memories").focus()
+    page.keyboard.type("Globex")
+    page.keyboard.press("Enter")
+    expect(page.locator(".memory")).to_have_count(1)
+    page.keyboard.press("Tab")  # from the search box to the next control
+    focused = page.evaluate("document.activeElement.id")
+    assert focused == "id_kind"
+
+    page.goto(live_server.url + "/")
+    page.locator(".memory", has_text="German").get_by_role("link", name="History and changes").focus()
+    page.keyboard.press("Enter")
+    page.get_by_label("Why (optional)").focus()
+    page.keyboard.type("wrong")
+    page.keyboard.press("Tab")
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("status")).to_contain_text("marked as never true")
+
+
+LABEL_CHECK = """
+() => [...document.querySelectorAll('input:not([type=hidden]), select, textarea, button, a[href]')]
+  .filter(el => {
+    const name = (el.labels && el.labels.length ? [...el.labels].map(l => l.textContent).join(' ') : '')
+      + (el.getAttribute('aria-label') || '') + (el.tagName === 'BUTTON' || el.tagName === 'A' ? el.textContent : '');
+    return !name.trim();
+  })
+  .map(el => el.outerHTML.slice(0, 120))
+"""
+
+
+def test_every_control_has_a_label(page, live_server, person):
+    sent = seed_life(person)
+    pending_question(person)
+    sign_in(page, live_server, person)
+
+    unlabelled = []
+    for url in ("/", f"/memories/{sent['berlin']['assertion_id']}/", "/activity/", "/time-travel/",
+                "/time-travel/?believed_on=2026-01-01&about=2025-06-01", "/your-data/"):
+        page.goto(live_server.url + url)
+        unlabelled += page.evaluate(LABEL_CHECK)
+
+    assert unlabelled == []
