@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
+from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
 from django.utils import timezone
 
 from dashboard.words import badge, entity_label, predicate_label, short, value_text
@@ -116,11 +116,17 @@ def memory_page(*, subject: Subject, filters: MemoryFilters, page: int | str | N
     return current, groups
 
 
-def entity_choices(*, subject: Subject) -> list[tuple[str, str]]:
-    """``(entity, label)`` for the entity filter: every entity the person
-    has memories about. One query."""
-    names = (CurrentFact.objects.filter(tenant_id=subject.tenant_id, subject=subject)
-             .values_list("entity", flat=True).distinct().order_by("entity"))
+ENTITY_CHOICES = 40
+
+
+def entity_choices(*, subject: Subject, selected: str = "", limit: int = ENTITY_CHOICES) -> list[tuple[str, str]]:
+    """``(entity, label)`` for the entity filter: the person first, then the
+    ``limit`` entities with most memories (alphabetically), plus the one
+    currently ``selected``. A person with thousands of entities gets a
+    short menu, and search finds the rest. One query."""
+    top = (CurrentFact.objects.filter(tenant_id=subject.tenant_id, subject=subject)
+           .values("entity").annotate(n=Count("id")).order_by("-n", "entity")[:limit])
+    names = {row["entity"] for row in top} | ({selected} if selected else set())
     names = sorted(names, key=lambda e: (e != "self", e.casefold()))
     return [(e, "You" if e == "self" else e) for e in names]
 
@@ -204,6 +210,9 @@ def same_value_ids(*, subject: Subject, assertion: Assertion) -> list[str]:
 # --------------------------------------------------------------------------- time travel
 
 
+SHOWN_DIFF_ROWS = 200
+
+
 @dataclass(frozen=True)
 class DiffRow:
     entity: str
@@ -228,21 +237,38 @@ def _values_by_key(items: list[dict]) -> dict[tuple, list[tuple[str, str | None]
     return out
 
 
+def _current_items(*, subject: Subject, valid_at: datetime) -> list[dict]:
+    """The current view at ``valid_at`` as known now, reduced to what the
+    diff needs (the projection rows' identity, value and candidates; not
+    their sources), so a subject with thousands of keys reads fast."""
+    rows = facts_queries.current_rows(subject=subject, valid_at=valid_at).values(
+        "entity", "predicate", "scope_kind", "scope_key", "status", "value", "assertion_id", "candidates")
+    return [{"entity": r["entity"], "predicate": r["predicate"],
+             "scope": r["scope_kind"] if r["scope_kind"] == "global" else f"{r['scope_kind']}:{r['scope_key']}",
+             "status": r["status"], "value": r["value"],
+             "assertion_id": str(r["assertion_id"]) if r["assertion_id"] else None, "candidates": r["candidates"]}
+            for r in rows]
+
+
 def time_travel(*, subject: Subject, believed_on: datetime, about: datetime, now: datetime | None = None) -> dict:
     """What the assistant believed at transaction time ``believed_on`` about
     valid time ``about`` (exact as-of: ``facts_at`` with ``known_at``),
     beside what it believes today about today, as a diff.
 
     Returns ``{"then": [...], "today": [...], "rows": [DiffRow], "counts":
-    {"same", "changed", "new", "gone"}}``; items are API.md fact items.
+    {"same", "changed", "new", "gone"}, "differences", "same_rows",
+    "more_differences", "more_same"}``: items are API.md fact items; the
+    page shows the first 200 differences and unchanged rows and says how
+    many more there are.
     A single-valued key is one row (same/changed/new/gone); a multi-valued
     key gives one row per value (same/new/gone)."""
     now = now or timezone.now()
-    tenant = subject.tenant
-    known_at = None if believed_on >= now else believed_on
-    then = facts_queries.facts_at(tenant=tenant, external_id=subject.external_id, valid_at=about,
-                                  known_at=known_at)["facts"]
-    today = facts_queries.facts_at(tenant=tenant, external_id=subject.external_id, valid_at=now)["facts"]
+    if believed_on >= now:
+        then = _current_items(subject=subject, valid_at=about)
+    else:
+        then = facts_queries.facts_at(tenant=subject.tenant, external_id=subject.external_id, valid_at=about,
+                                      known_at=believed_on)["facts"]
+    today = _current_items(subject=subject, valid_at=now)
     before, after = _values_by_key(then), _values_by_key(today)
     rows: list[DiffRow] = []
     for ident in sorted(before.keys() | after.keys(), key=lambda k: (k[0] != "self", k[0], k[1], k[2])):
@@ -264,7 +290,11 @@ def time_travel(*, subject: Subject, believed_on: datetime, about: datetime, now
             rows.append(DiffRow(ident[0], ident[1], label, o[0] if o else "", n[0] if n else "", change,
                                 (n or o)[1]))
     counts = {k: sum(1 for r in rows if r.change == k) for k in ("same", "changed", "new", "gone")}
-    return {"then": then, "today": today, "rows": rows, "counts": counts}
+    differences = [r for r in rows if r.change != "same"]
+    same = [r for r in rows if r.change == "same"]
+    return {"then": then, "today": today, "rows": rows, "counts": counts,
+            "differences": differences[:SHOWN_DIFF_ROWS], "more_differences": max(0, len(differences) - SHOWN_DIFF_ROWS),
+            "same_rows": same[:SHOWN_DIFF_ROWS], "more_same": max(0, len(same) - SHOWN_DIFF_ROWS)}
 
 
 # --------------------------------------------------------------------------- activity
@@ -366,9 +396,11 @@ def activity(*, subject: Subject, limit: int = 50, before_id: int | None = None)
     facts = {r["id"]: r for r in Assertion.objects.filter(tenant_id=subject.tenant_id, subject=subject, id__in=ids)
              .values("id", "value", "source_kind", "source_id", "erased_at", "fact_key__entity",
                      "fact_key__predicate")}
-    items = []
+    items: list[Activity] = []
     for e in events:
         kind, text, link = _activity_text(e, facts)
+        if items and items[-1].text == text and items[-1].link_id == link and items[-1].at - e.at < timedelta(minutes=1):
+            continue  # one action that touched several records reads as one line
         items.append(Activity(e.at, kind, text, link, e.id))
     return items, (events[-1].id if more else None)
 

@@ -86,7 +86,8 @@ def signed_out(request: HttpRequest) -> HttpResponse:
 
 
 def _filters(request: HttpRequest) -> tuple[FilterForm, queries.MemoryFilters]:
-    form = FilterForm(request.GET or None, entities=queries.entity_choices(subject=request.subject))
+    form = FilterForm(request.GET or None,
+                      entities=queries.entity_choices(subject=request.subject, selected=request.GET.get("entity", "")))
     if form.is_bound and form.is_valid():
         d = form.cleaned_data
         return form, queries.MemoryFilters(q=d["q"], kind=d["kind"], entity=d["entity"], pending=d["pending"])
@@ -231,7 +232,7 @@ def erase(request: HttpRequest, assertion_id) -> HttpResponse:
                       status=400)
     count = actions.erase_memory(subject=request.subject, assertion_id=str(assertion_id), actor=_actor(request))
     messages.success(request, "Forgotten. The value and what it was based on are destroyed"
-                              + (f" ({count} records)." if count > 1 else "."))
+                              + (f", from all {count} places it came from." if count > 1 else "."))
     return redirect("dashboard:home")
 
 
