@@ -206,3 +206,19 @@ def test_every_control_has_a_label(page, live_server, person):
         unlabelled += page.evaluate(LABEL_CHECK)
 
     assert unlabelled == []
+
+
+def test_this_changed_from_a_date_keeps_the_old_value_before_it(page, live_server, person):
+    seed_life(person)
+    sign_in(page, live_server, person)
+    page.locator(".memory", has_text="Acme Corp").get_by_role("link", name="History and changes").click()
+
+    page.get_by_label("What is true now").fill("Initech")
+    page.get_by_label("Since when").fill("2026-02-01")
+    page.get_by_role("button", name="Save the change").click()
+
+    expect(page.get_by_role("status")).to_contain_text("from 1 February 2026 it is “Initech”")
+    expect(page.get_by_role("heading", name="Initech", level=1)).to_be_visible()
+    expect(page.locator(".tl-bar--superseded")).to_contain_text("Acme Corp")
+    expect(page.locator(".story")).to_contain_text("“Initech” replaced “Acme Corp” on 1 Feb 2026, because you corrected it.")
+    shot(page, "12-history-corrected")
