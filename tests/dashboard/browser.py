@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -56,3 +57,27 @@ def shot(page, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+LABEL_CHECK = """
+() => [...document.querySelectorAll('input:not([type=hidden]), select, textarea, button, a[href]')]
+  .filter(el => {
+    const name = (el.labels && el.labels.length ? [...el.labels].map(l => l.textContent).join(' ') : '')
+      + (el.getAttribute('aria-label') || '') + (el.tagName === 'BUTTON' || el.tagName === 'A' ? el.textContent : '');
+    return !name.trim();
+  })
+  .map(el => el.outerHTML.slice(0, 120))
+"""
+
+
+def sign_in(page, live_server, person) -> None:
+    """Mint a link as the agent would, open it, continue: the memory page."""
+    from playwright.sync_api import expect
+
+    response = person.agent.api("POST", f"/subjects/{person.external_id}/login-link")
+    assert response.status_code == 200
+    path = urlsplit(response.json()["url"]).path
+    page.goto(live_server.url + path)
+    shot(page, "01-sign-in-link")
+    page.get_by_role("button", name="Continue to my memories").click()
+    expect(page.get_by_role("heading", name="What I remember about you")).to_be_visible()

@@ -7,9 +7,7 @@ import json
 
 import pytest
 
-from conflicts.models import ClarificationPrompt
 from facts.models import Assertion, Subject
-from tests.dashboard.conftest import pending_question
 
 pytestmark = pytest.mark.django_db
 
@@ -112,35 +110,3 @@ def test_download_is_a_json_attachment_with_provenance(person):
     berlin = next(f for f in body["current"] if f.get("value") == "Berlin")
     assert berlin["source"]["evidence"] == "I live in Berlin"
     assert {k["predicate"] for k in body["keys"]} == {"note", "city_of_residence"}
-
-
-def test_answering_a_question_without_javascript_redirects_with_the_confirmation(person):
-    prompt = pending_question(person)
-    munich = next(o for o in prompt.options if o.get("value") == "Neue Str. 2, Munich")
-
-    response = person.client.post(f"/questions/{prompt.id}/answer", {"choice": munich["assertion_id"]}, follow=True)
-
-    assert ClarificationPrompt.objects.get(id=prompt.id).status == "answered"
-    assert ClarificationPrompt.objects.get(id=prompt.id).confirmation in response.content.decode()
-    assert current_values(person, "billing_address") == ["Neue Str. 2, Munich"]
-
-
-def test_answering_twice_says_so_and_changes_nothing(person):
-    prompt = pending_question(person)
-    choice = prompt.options[0]["assertion_id"]
-    person.client.post(f"/questions/{prompt.id}/answer", {"choice": choice})
-    count = Assertion.objects.count()
-
-    response = person.client.post(f"/questions/{prompt.id}/answer", {"choice": choice},
-                                  headers={"HX-Request": "true"})
-
-    assert "already answered or has expired" in response.content.decode()
-    assert Assertion.objects.count() == count
-
-
-def test_neither_answer_records_what_the_person_typed(person):
-    prompt = pending_question(person)
-
-    person.client.post(f"/questions/{prompt.id}/answer", {"choice": "neither", "value": "Hauptstr. 5, Hamburg"})
-
-    assert current_values(person, "billing_address") == ["Hauptstr. 5, Hamburg"]

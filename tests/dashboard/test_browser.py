@@ -11,20 +11,10 @@ import pytest
 from playwright.sync_api import expect
 
 from facts.models import Assertion
-from tests.dashboard.browser import shot
-from tests.dashboard.conftest import pending_question, seed_life
+from tests.dashboard.browser import LABEL_CHECK, shot, sign_in
+from tests.dashboard.conftest import seed_life
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def sign_in(page, live_server, person) -> None:
-    response = person.agent.api("POST", f"/subjects/{person.external_id}/login-link")
-    assert response.status_code == 200
-    path = urlsplit(response.json()["url"]).path
-    page.goto(live_server.url + path)
-    shot(page, "01-sign-in-link")
-    page.get_by_role("button", name="Continue to my memories").click()
-    expect(page.get_by_role("heading", name="What I remember about you")).to_be_visible()
 
 
 def test_sign_in_by_link_and_see_memories_with_sources(page, live_server, person):
@@ -121,26 +111,6 @@ def test_time_travel_to_before_a_change_shows_the_old_value(page, live_server, p
     shot(page, "08-time-travel")
 
 
-def test_answer_a_pending_question_and_the_page_updates_without_a_reload(page, live_server, person):
-    seed_life(person)
-    pending_question(person)
-    sign_in(page, live_server, person)
-    page.evaluate("window.__same_page = true")
-    question = page.locator(".question")
-    expect(question.locator(".question__text")).to_contain_text("Which is current?")
-    expect(page.locator(".memory", has_text="Neue Str. 2")).to_have_class("memory memory--conflict")
-    shot(page, "09-pending-question")
-
-    question.get_by_role("button", name="Neue Str. 2, Munich").click()
-
-    expect(page.locator(".confirmation")).to_be_visible()
-    expect(page.locator(".question")).to_have_count(0)
-    expect(page.locator(".memory--value", has_text="Neue Str. 2, Munich").locator(".memory__head .badge")).to_have_text(
-        "you corrected")
-    assert page.evaluate("window.__same_page") is True
-    shot(page, "10-question-answered")
-
-
 def test_pages_read_without_javascript_and_sign_in_works(no_js_page, live_server, person):
     seed_life(person)
     page = no_js_page
@@ -183,20 +153,8 @@ def test_forms_work_with_the_keyboard(page, live_server, person):
     expect(page.get_by_role("status")).to_contain_text("marked as never true")
 
 
-LABEL_CHECK = """
-() => [...document.querySelectorAll('input:not([type=hidden]), select, textarea, button, a[href]')]
-  .filter(el => {
-    const name = (el.labels && el.labels.length ? [...el.labels].map(l => l.textContent).join(' ') : '')
-      + (el.getAttribute('aria-label') || '') + (el.tagName === 'BUTTON' || el.tagName === 'A' ? el.textContent : '');
-    return !name.trim();
-  })
-  .map(el => el.outerHTML.slice(0, 120))
-"""
-
-
 def test_every_control_has_a_label(page, live_server, person):
     sent = seed_life(person)
-    pending_question(person)
     sign_in(page, live_server, person)
 
     unlabelled = []

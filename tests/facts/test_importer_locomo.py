@@ -8,10 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
 
-from facts.importers import locomo
-from facts.models import Assertion, Subject
+pytest.importorskip("facts.importers.common")  # the shared importer framework
+
+from django.core.management import call_command  # noqa: E402
+
+from facts.importers import locomo  # noqa: E402
+from facts.models import Assertion, Subject  # noqa: E402
 
 REAL_FILE = Path(__file__).resolve().parents[2] / locomo.DEFAULT_PATH
 
