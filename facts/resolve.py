@@ -342,11 +342,22 @@ def _resolve_one(claims: Sequence[Claim], policy: Policy, resolution: Resolution
             resolution.superseded_by[a.id] = closer.id
     points = sorted({c.valid_from for c in claims} | {e for e in resolution.end.values() if e is not None})
     pieces: list[Segment] = []
+    running_tie = None  # (stop, rule, tied values) of the piece just before, when it was a tie
     for i, start in enumerate(points):
         stop = points[i + 1] if i + 1 < len(points) else None
         holding = [c for c in claims if c.valid_from <= start and (resolution.end[c.id] is None or start < resolution.end[c.id])]
-        if holding:
-            pieces.append(_decide(start, stop, holding, policy, resolution))
+        if not holding:
+            running_tie = None
+            continue
+        piece, tie = _decide(start, stop, holding, policy)
+        pieces.append(piece)
+        # One tie is recorded once, at the start of the stretch over which
+        # the same values stay tied, however many pieces other claims cut it
+        # into (a second record would open a second conflict for one tie).
+        values = frozenset(c.value_key for c in tie[2]) if tie else None
+        if tie and running_tie != (start, tie[1], values):
+            resolution.ties.append(tie)
+        running_tie = (stop, tie[1], values) if tie else None
     resolution.segments = _merge(pieces, policy, resolution)
     winners = {s.id for seg in resolution.segments if seg.status == SEGMENT_VALUE for s in seg.sources}
     in_conflict = {c.id for seg in resolution.segments if seg.status == SEGMENT_CONFLICT for c in seg.candidates}
@@ -359,23 +370,24 @@ def _resolve_one(claims: Sequence[Claim], policy: Policy, resolution: Resolution
             resolution.fate[c.id] = FATE_OVERRULED
 
 
-def _decide(start: datetime, stop: datetime | None, holding: list[Claim], policy: Policy, resolution: Resolution) -> Segment:
+def _decide(start: datetime, stop: datetime | None, holding: list[Claim],
+            policy: Policy) -> tuple[Segment, tuple[datetime, str, tuple[Claim, ...]] | None]:
+    """The answer over one piece ``[start, stop)`` where ``holding`` hold,
+    and the tie ``(start, rule, tied claims)`` that decided it, if any."""
     top = max(policy.rank(c.source_kind) for c in holding)
     leaders = [c for c in holding if policy.rank(c.source_kind) == top]
     values = {c.value_key for c in leaders}
+    tie = None
     if len(values) == 1:
         value_key = leaders[0].value_key
         rule = _precedence_rule(holding, value_key, policy)
     else:
         value_key, rule = _break_tie(leaders, holding, policy)
         tie = (start, rule, tuple(sorted(leaders, key=lambda c: c.order_key)))
-        if not any(t[0] == start for t in resolution.ties):
-            resolution.ties.append(tie)
         if rule == RULE_TIE_CONFLICT:
-            return Segment(start, stop, SEGMENT_CONFLICT, "", None, None, (),
-                           tuple(sorted(leaders, key=lambda c: c.order_key)), rule)
+            return Segment(start, stop, SEGMENT_CONFLICT, "", None, None, (), tie[2], rule), tie
     sources = _rank_sorted((c for c in holding if c.value_key == value_key), policy)
-    return Segment(start, stop, SEGMENT_VALUE, value_key, sources[0].value, sources[0], tuple(sources), (), rule)
+    return Segment(start, stop, SEGMENT_VALUE, value_key, sources[0].value, sources[0], tuple(sources), (), rule), tie
 
 
 def _precedence_rule(holding: list[Claim], value_key: str, policy: Policy) -> str:
