@@ -510,9 +510,14 @@ def _erase_rows(tenant: Tenant, rows: list[dict], *, actor: str) -> None:
     ids = [r["id"] for r in rows]
 
     def mutate() -> None:
+        # The hashes go too: a hash of a short value under a known source id
+        # gives the value back to anyone who hashes guesses (DESIGN.md,
+        # "erasure": a tombstone without personal data).
         Assertion.objects.filter(id__in=ids).update(
             value=None, value_key="", evidence="", retraction_reason="", erased_at=now, confidence=None,
+            content_hash="", payload_hash="",
         )
+        Event.objects.filter(tenant=tenant, assertion_id__in=ids).exclude(payload_hash="").update(payload_hash="")
         Event.objects.bulk_create([
             _event(None, tenant_id=tenant.id, subject_id=r["subject_id"], type=ev.FACT_ERASED, at=now, actor=actor,
                    assertion_id=r["id"], rule="erasure", fact_key_id=r["fact_key_id"]) for r in rows

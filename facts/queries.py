@@ -86,8 +86,11 @@ def facts_at(*, tenant: Tenant, external_id: str, valid_at: datetime | None = No
     subject = get_subject(tenant=tenant, external_id=external_id)
     valid_at = valid_at or now
     if _is_now(known_at, now):
-        items = [fact_item_from_row(r) for r in current_rows(subject=subject, valid_at=valid_at, entity=entity,
-                                                               predicate=predicate, scope=scope)]
+        rows = current_rows(subject=subject, valid_at=valid_at, entity=entity, predicate=predicate, scope=scope)
+        # Ordered in Python, as the as-of path is, so the two never differ by
+        # the database's collation.
+        rows = sorted(rows, key=lambda r: (r.entity, r.predicate, r.scope_kind, r.scope_key, r.value_key))
+        items = [fact_item_from_row(r) for r in rows]
     else:
         items = _facts_as_of(subject=subject, valid_at=valid_at, known_at=known_at,
                              key_q=_key_filter(entity, predicate, scope))
@@ -113,10 +116,15 @@ def resolve_subject_as_of(*, subject: Subject, known_at: datetime, key_q: Q = Q(
 
 def _facts_as_of(*, subject: Subject, valid_at: datetime, known_at: datetime, key_q: Q) -> list[dict]:
     resolved = resolve_subject_as_of(subject=subject, known_at=known_at, key_q=key_q)
-    holding = [(key, seg) for key, _, res in resolved for seg in res.at(valid_at)]
+    # The same order as the current view: by key, then by value.
+    holding = sorted(((key, seg) for key, _, res in resolved for seg in res.at(valid_at)),
+                     key=lambda t: (t[0].entity, t[0].predicate, t[0].scope_kind, t[0].scope_key, t[1].value_key))
     info = source_info(c.id for _, seg in holding for c in (seg.sources or seg.candidates))
+    # The conflict that was open at known_at (a tie may have been opened,
+    # resolved and opened again; a low-stakes tie is recorded resolved).
     conflicts = {(c.fact_key_id, c.valid_from): c.id for c in
-                 Conflict.objects.filter(fact_key_id__in={k.id for k, _ in holding}, opened_at__lte=known_at)}
+                 Conflict.objects.filter(fact_key_id__in={k.id for k, _ in holding}, opened_at__lte=known_at)
+                 .filter(Q(resolved_at__isnull=True) | Q(resolved_at__gt=known_at))}
     items = []
     for key, seg in holding:
         base = {"entity": key.entity, "predicate": key.predicate, "scope": key.scope, "status": seg.status,
