@@ -1,6 +1,25 @@
-"""Inbound webhooks (API.md, "Authentication"): signed events reach the
-ledger; every refusal writes nothing."""
+"""Inbound webhooks (API.md, "Authentication", "Inbound events", "Batch
+import"): signed events reach the ledger; every refusal writes nothing."""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from facts.models import Assertion, CurrentFact, Event, Subject, WebhookReceipt
+from facts.tenants import create_or_rotate_tenant, new_webhook_secret
 from tests.factories import assertion_data
+
+
+def row_counts(tenant) -> dict:
+    """Rows a write would touch, for before/after comparisons."""
+    models = (Assertion, Event, CurrentFact, WebhookReceipt, Subject)
+    return {m.__name__: m.objects.filter(tenant=tenant).count() for m in models}
+
+
+def envelope(data, event_type="fact.asserted") -> str:
+    return json.dumps({"type": event_type, "timestamp": "2026-01-01T00:00:00Z", "data": data})
 
 
 def test_signed_assertion_is_created(agent):
@@ -9,3 +28,246 @@ def test_signed_assertion_is_created(agent):
     assert body["outcome"] == "created"
     facts = agent.get("/subjects/u-1/facts")["facts"]
     assert [f["value"] for f in facts] == ["Berlin"]
+
+
+def test_response_follows_the_contract(agent):
+    body = agent.assert_fact(assertion_data(value="Berlin"))
+
+    assert set(body) >= {"assertion_id", "outcome", "rule", "supersedes", "conflict_id", "prompt_id"}
+    assert Assertion.objects.filter(id=body["assertion_id"], tenant=agent.tenant).count() == 1
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def test_bad_signature_is_401_and_writes_nothing(agent):
+    before = row_counts(agent.tenant)
+
+    response = agent.webhook("fact.asserted", assertion_data(), secret=new_webhook_secret())
+
+    assert response.status_code == 401
+    assert response.json()["field"] == "webhook-signature"
+    assert row_counts(agent.tenant) == before
+
+
+def test_missing_signature_headers_are_401_and_write_nothing(agent):
+    before = row_counts(agent.tenant)
+
+    response = agent.client.post(f"/webhooks/{agent.slug}/", envelope(assertion_data()),
+                                 content_type="application/json")
+
+    assert response.status_code == 401
+    assert row_counts(agent.tenant) == before
+
+
+def test_body_changed_after_signing_is_401(agent):
+    signed = envelope(assertion_data(value="Berlin"))
+    headers = agent.signed_headers(signed)
+    before = row_counts(agent.tenant)
+
+    response = agent.client.post(f"/webhooks/{agent.slug}/", envelope(assertion_data(value="Paris")),
+                                 content_type="application/json", headers=headers)
+
+    assert response.status_code == 401
+    assert row_counts(agent.tenant) == before
+
+
+@pytest.mark.parametrize("skew", [timedelta(minutes=-6), timedelta(minutes=6), timedelta(days=-1)])
+def test_timestamp_outside_tolerance_is_401_and_writes_nothing(agent, skew):
+    before = row_counts(agent.tenant)
+
+    response = agent.webhook("fact.asserted", assertion_data(), timestamp=datetime.now(timezone.utc) + skew)
+
+    assert response.status_code == 401
+    assert row_counts(agent.tenant) == before
+
+
+def test_old_secret_stays_valid_during_rotation(agent):
+    create_or_rotate_tenant(slug=agent.slug)
+
+    response = agent.webhook("fact.asserted", assertion_data())
+
+    assert response.status_code == 200
+
+
+def test_malformed_json_is_400_and_writes_nothing(agent):
+    before = row_counts(agent.tenant)
+
+    response = agent.webhook("fact.asserted", None, raw_body='{"type": "fact.asserted", "data": {')
+
+    assert (response.status_code, response.json()["field"]) == (400, "body")
+    assert row_counts(agent.tenant) == before
+
+
+@pytest.mark.parametrize("field", ["valid_from", "valid_to", "stated_at"])
+def test_time_without_offset_is_400_naming_the_field(agent, field):
+    before = row_counts(agent.tenant)
+    data = {**assertion_data(valid_from="2026-01-01T00:00:00Z"), field: "2026-03-01T00:00:00"}
+
+    response = agent.webhook("fact.asserted", data)
+
+    assert (response.status_code, response.json()["field"]) == (400, f"data.{field}")
+    assert row_counts(agent.tenant) == before
+
+
+def test_unknown_source_kind_is_400_naming_the_field(agent):
+    before = row_counts(agent.tenant)
+
+    response = agent.webhook("fact.asserted", assertion_data(kind="hearsay"))
+
+    assert (response.status_code, response.json()["field"]) == (400, "data.source.kind")
+    assert row_counts(agent.tenant) == before
+
+
+def test_body_over_the_size_limit_is_413_and_writes_nothing(agent, settings):
+    settings.MEMORYUI_MAX_BODY_BYTES = 512
+    before = row_counts(agent.tenant)
+
+    response = agent.webhook("fact.asserted", assertion_data(value="x" * 600))
+
+    assert response.status_code == 413
+    assert row_counts(agent.tenant) == before
+
+
+@pytest.mark.parametrize(("drop", "field"), [
+    (("subject",), "data.subject"),
+    (("predicate",), "data.predicate"),
+    (("value",), "data.value"),
+    (("source",), "data.source"),
+    (("source", "kind"), "data.source.kind"),
+    (("source", "id"), "data.source.id"),
+])
+def test_missing_required_field_is_400_naming_it(agent, drop, field):
+    data = assertion_data()
+    holder = data[drop[0]] if len(drop) == 2 else data
+    del holder[drop[-1]]
+    before = row_counts(agent.tenant)
+
+    response = agent.webhook("fact.asserted", data)
+
+    assert (response.status_code, response.json()["field"]) == (400, field)
+    assert row_counts(agent.tenant) == before
+
+
+@pytest.mark.parametrize(("raw", "field"), [
+    ('{"type": "fact.exploded", "data": {}}', "type"),
+    ('{"type": "fact.asserted"}', "data"),
+    ('["not", "an", "object"]', "body"),
+])
+def test_bad_envelope_is_400_naming_the_field(agent, raw, field):
+    before = row_counts(agent.tenant)
+
+    response = agent.webhook("fact.asserted", None, raw_body=raw)
+
+    assert (response.status_code, response.json()["field"]) == (400, field)
+    assert row_counts(agent.tenant) == before
+
+
+def test_valid_to_before_valid_from_is_400(agent):
+    before = row_counts(agent.tenant)
+
+    response = agent.webhook("fact.asserted", assertion_data(valid_from="2026-01-01T00:00:00Z",
+                                                             valid_to="2025-01-01T00:00:00Z"))
+
+    assert (response.status_code, response.json()["field"]) == (400, "data.valid_to")
+    assert row_counts(agent.tenant) == before
+
+
+def test_unknown_tenant_is_404(agent):
+    response = agent.client.post("/webhooks/nobody/", envelope(assertion_data()), content_type="application/json",
+                                 headers=agent.signed_headers(envelope(assertion_data())))
+
+    assert response.status_code == 404
+
+
+# --------------------------------------------------------------------------- idempotency
+
+
+def test_replayed_webhook_id_returns_the_first_response_and_writes_nothing(agent):
+    first = agent.webhook("fact.asserted", assertion_data(value="Berlin"), webhook_id="msg_replayed")
+    after_first = row_counts(agent.tenant)
+
+    again = agent.webhook("fact.asserted", assertion_data(value="Berlin"), webhook_id="msg_replayed")
+    different_body = agent.webhook("fact.asserted", assertion_data(value="Paris"), webhook_id="msg_replayed")
+
+    assert first.status_code == again.status_code == different_body.status_code == 200
+    assert again.json() == different_body.json() == first.json()
+    assert row_counts(agent.tenant) == after_first
+
+
+def test_same_payload_under_a_new_webhook_id_is_a_duplicate(agent):
+    data = assertion_data(value="Berlin", source_id="msg-7731", stated_at="2026-03-02T09:15:00Z")
+    first = agent.assert_fact(data)
+    before = row_counts(agent.tenant)
+
+    again = agent.assert_fact(data)
+
+    assert (again["outcome"], again["assertion_id"]) == ("duplicate", first["assertion_id"])
+    after = row_counts(agent.tenant)
+    assert {k: after[k] for k in ("Assertion", "Event", "CurrentFact", "Subject")} == {
+        k: before[k] for k in ("Assertion", "Event", "CurrentFact", "Subject")}
+
+
+def test_refusal_is_not_remembered_so_a_fixed_resend_goes_through(agent):
+    refused = agent.webhook("fact.asserted", assertion_data(kind="hearsay"), webhook_id="msg_fixed")
+
+    accepted = agent.webhook("fact.asserted", assertion_data(), webhook_id="msg_fixed")
+
+    assert (refused.status_code, accepted.status_code) == (400, 200)
+
+
+# --------------------------------------------------------------------------- batch
+
+
+def batch_event(event_id: str, data: dict, event_type: str = "fact.asserted") -> dict:
+    return {"id": event_id, "type": event_type, "data": data}
+
+
+def test_batch_results_are_in_order(agent):
+    events = [
+        batch_event("e-1", assertion_data(predicate="employer", value="Acme", valid_from="2020-01-01T00:00:00Z")),
+        batch_event("e-2", assertion_data(predicate="employer", value="Globex", valid_from="2023-01-01T00:00:00Z")),
+        batch_event("e-3", assertion_data(predicate="employer", value="Initech", kind="hearsay")),
+        batch_event("e-4", assertion_data(predicate="speaks_language", value="German")),
+    ]
+
+    response = agent.api("POST", "/assertions/batch", {"events": events})
+
+    assert response.status_code == 200
+    results = response.json()["results"]
+    assert [(r["id"], r["status"]) for r in results] == [("e-1", 200), ("e-2", 200), ("e-3", 400), ("e-4", 200)]
+    assert [r.get("outcome") for r in results] == ["created", "superseded_existing", None, "created"]
+    assert results[2]["field"] == "events[2].data.source.kind"
+    assert Assertion.objects.filter(tenant=agent.tenant).count() == 3
+
+
+def test_batch_event_ids_are_idempotent(agent):
+    events = [batch_event(f"e-{i}", assertion_data(predicate="speaks_language", value=lang))
+              for i, lang in enumerate(["German", "French"])]
+    first = agent.api("POST", "/assertions/batch", {"events": events}).json()
+    before = row_counts(agent.tenant)
+
+    again = agent.api("POST", "/assertions/batch", {"events": events}).json()
+
+    assert again == first
+    assert row_counts(agent.tenant) == before
+
+
+def test_batch_over_1000_events_is_refused_and_writes_nothing(agent):
+    events = [batch_event(f"e-{i}", assertion_data(predicate="note", value=f"n{i}")) for i in range(1001)]
+    before = row_counts(agent.tenant)
+
+    response = agent.api("POST", "/assertions/batch", {"events": events})
+
+    assert (response.status_code, response.json()["field"]) == (413, "events")
+    assert row_counts(agent.tenant) == before
+
+
+def test_batch_event_without_id_refuses_the_whole_batch(agent):
+    events = [batch_event("e-1", assertion_data()), {"type": "fact.asserted", "data": assertion_data()}]
+    before = row_counts(agent.tenant)
+
+    response = agent.api("POST", "/assertions/batch", {"events": events})
+
+    assert (response.status_code, response.json()["field"]) == (400, "events[1].id")
+    assert row_counts(agent.tenant) == before
