@@ -91,11 +91,20 @@ def _segment_row(seg: Segment, info: dict, conflict_ids: dict, common: dict) -> 
     )
 
 
-_DIGEST_FIELDS = ("status", "value_key", "valid_from", "valid_to", "assertion_id", "rule", "sources", "candidates")
+# Every column a read returns, so that no edit behind the ledger's back goes
+# unnoticed (a changed ``value`` with an intact ``value_key`` included).
+_DIGEST_FIELDS = (
+    "entity", "predicate", "scope_kind", "scope_key", "status", "value", "value_key", "valid_from", "valid_to",
+    "asserted_valid_to", "assertion_id", "stated_at", "recorded_at", "source", "sources", "candidates", "rule",
+    "conflict_id",
+)
 
 
 def rows_digest(rows: Iterable[CurrentFact]) -> str:
-    """SHA-256 over a key's projection rows (content, not count)."""
+    """SHA-256 hex over a key's projection rows: their content, not their
+    count (DESIGN.md, "The read model": reconciliation compares per-key
+    hashes). Order-independent; stored rows and freshly built ones of the
+    same content give the same digest."""
     encoded = sorted(
         json.dumps([_jsonable(getattr(r, f)) for f in _DIGEST_FIELDS], sort_keys=True, default=str) for r in rows
     )
