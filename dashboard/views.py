@@ -142,6 +142,9 @@ def answer(request: HttpRequest, prompt_id) -> HttpResponse:
 
 
 def _answered(request: HttpRequest, *, confirmation: str = "", error: str = "", status: int = 200) -> HttpResponse:
+    """Without JavaScript: back to the page with a message (``status`` is
+    not shown). With htmx: the questions section with the confirmation or
+    the error in words, answered 200 so that htmx swaps it in."""
     if not request.htmx:
         (messages.success if confirmation else messages.error)(request, confirmation or error)
         return redirect("dashboard:home")
@@ -156,7 +159,7 @@ def _answered(request: HttpRequest, *, confirmation: str = "", error: str = "", 
                                  request=request)
         recent, _ = queries.activity(subject=request.subject, limit=5)
         html += render_to_string("dashboard/home.html#recent", {"recent": recent, "oob": True}, request=request)
-    return HttpResponse(html, status=200 if status < 500 else status)
+    return HttpResponse(html)
 
 
 # --------------------------------------------------------------------------- one memory
