@@ -35,6 +35,10 @@ from facts.resolve import (
 
 logger = logging.getLogger(__name__)
 
+# Source kinds that speak for the user: overruled by a system of record,
+# they get a follow-up (write rule step 4).
+FOLLOWUP_KINDS = ("user_statement", "correction")
+
 OUTCOMES = ("created", "corroborated", "duplicate", "superseded_existing", "overruled", "proposed", "conflict",
             "retracted", "answered", "erased")
 
@@ -149,6 +153,13 @@ def _commit_key(before: KeyState, after: KeyState, *, now: datetime, actor: str,
             log.append(_event(key, tenant_id=key.tenant_id, subject_id=key.subject_id, type="fact.status_changed",
                               at=now, actor=actor, assertion_id=claim.id, rule=_fate_rule(after, claim),
                               data={"from": old_fate, "to": new_fate}))
+            if (new_fate == FATE_OVERRULED and claim.source_kind in FOLLOWUP_KINDS
+                    and _fate_rule(after, claim) == RULE_SYSTEM_OF_RECORD):
+                # Write rule step 4, whatever the arrival order: a user's
+                # word that now loses to the system owning the predicate is
+                # followed up (assert_fact covers the user's word arriving
+                # last).
+                _publish_followup(after, claim)
         if new_fate == FATE_PROPOSED and old_fate != FATE_PROPOSED:
             current = _answer_before(after, claim)
             ev.publish(ev.DomainEvent(ev.PROPOSAL_OPENED, key.tenant_id, key.subject_id, key.id, {
@@ -342,13 +353,20 @@ def assert_fact(*, tenant: Tenant, data: AssertionInput, actor: str) -> WriteRes
         ev.publish(ev.DomainEvent(ev.FACT_ASSERTED, tenant.id, subject.id, key.id, {
             **_fact_payload(key), **result.as_body(), "assertion": _claim_payload(claim),
         }))
-        if result.rule == RULE_SYSTEM_OF_RECORD and data.source_kind in ("user_statement", "correction"):
-            ev.publish(ev.DomainEvent(ev.FOLLOWUP_NEEDED, tenant.id, subject.id, key.id, {
-                **_fact_payload(key), "assertion_id": str(claim.id), "new": _claim_payload(claim),
-                "system_record": _claim_payload(_winner_at(after, claim.valid_from)),
-            }))
+        if result.rule == RULE_SYSTEM_OF_RECORD and data.source_kind in FOLLOWUP_KINDS:
+            _publish_followup(after, claim)
         logger.info("fact.asserted", extra={"tenant": tenant.slug, "outcome": result.outcome, "rule": result.rule})
         return result
+
+
+def _publish_followup(state: KeyState, claim: Claim) -> None:
+    """Write rule step 4: ``claim`` (the user's word) is kept but loses to
+    the system of record that owns the predicate; ask for a follow-up."""
+    key = state.key
+    ev.publish(ev.DomainEvent(ev.FOLLOWUP_NEEDED, key.tenant_id, key.subject_id, key.id, {
+        **_fact_payload(key), "assertion_id": str(claim.id), "new": _claim_payload(claim),
+        "system_record": _claim_payload(_winner_at(state, claim.valid_from)),
+    }))
 
 
 def _winner_at(state: KeyState, t: datetime) -> Claim | None:

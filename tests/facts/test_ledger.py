@@ -210,6 +210,39 @@ def test_system_of_record_keeps_and_overrules_the_users_contrary_statement(agent
         (said["assertion_id"], billed["assertion_id"])]
 
 
+def test_system_of_record_arriving_after_the_users_statement_still_opens_a_follow_up(agent, published):
+    said = agent.assert_fact(assertion_data(predicate="plan", value="free", valid_from="2026-01-01T00:00:00Z"))
+
+    billed = agent.assert_fact(assertion_data(predicate="plan", value="pro", kind="system_record",
+                                              valid_from="2025-01-01T00:00:00Z"))
+
+    assert values(facts(agent)) == ["pro"]
+    followups = [e for e in published if e.type == ev.FOLLOWUP_NEEDED]
+    assert [(e.data["assertion_id"], e.data["new"]["value"], e.data["system_record"]["assertion_id"])
+            for e in followups] == [(said["assertion_id"], "free", billed["assertion_id"])]
+
+
+def test_system_record_that_only_follows_the_user_in_valid_time_needs_no_follow_up(agent, published):
+    agent.assert_fact(assertion_data(predicate="plan", value="free", valid_from="2025-01-01T00:00:00Z"))
+
+    agent.assert_fact(assertion_data(predicate="plan", value="pro", kind="system_record",
+                                     valid_from="2026-01-01T00:00:00Z"))
+
+    assert [e for e in published if e.type == ev.FOLLOWUP_NEEDED] == []
+    assert values(facts(agent, valid_at="2025-06-01T00:00:00Z")) == ["free"]
+
+
+def test_handing_a_predicate_to_the_system_of_record_follows_up_the_overruled_user(agent, published):
+    said = agent.assert_fact(assertion_data(predicate="employer", value="Acme", valid_from="2025-01-01T00:00:00Z"))
+    agent.assert_fact(assertion_data(predicate="employer", value="Globex", kind="system_record",
+                                     valid_from="2025-01-01T00:00:00Z"))
+
+    agent.api("PUT", "/predicates/employer", {"cardinality": "one", "stakes": "low", "authority": "system_record"})
+
+    assert values(facts(agent)) == ["Globex"]
+    assert [e.data["assertion_id"] for e in published if e.type == ev.FOLLOWUP_NEEDED] == [said["assertion_id"]]
+
+
 # --------------------------------------------------------------------------- ties, scope, TTL
 
 
