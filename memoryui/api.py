@@ -8,6 +8,7 @@ from django.http import HttpRequest
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
+from conflicts.api import router as conflicts_router
 from facts.api import router as facts_router
 from facts.errors import NotFound, StateConflict
 from facts.inputs import InputError
@@ -15,6 +16,7 @@ from facts.inputs import InputError
 api = NinjaAPI(title="memoryui", version="1", urls_namespace="api-v1", openapi_url="/openapi.json",
                docs_url="/docs", description="Memory-transparency service for AI assistants: see API.md.")
 api.add_router("", facts_router)
+api.add_router("", conflicts_router)
 
 
 @api.exception_handler(InputError)

@@ -13,6 +13,11 @@ Variables (all optional):
   default 1 MiB; larger bodies get 413.
 - ``MEMORYUI_PUBLIC_URL``: base URL used in sign-in links, default
   ``http://127.0.0.1:8000``.
+- ``CELERY_QUEUE``: the Celery queue tasks go to, default ``celery``.
+- ``MEMORYUI_WEBHOOK_TIMEOUT_SECONDS`` (10), ``MEMORYUI_WEBHOOK_BACKOFF_BASE_SECONDS``
+  (10), ``MEMORYUI_WEBHOOK_BACKOFF_MAX_SECONDS`` (3600),
+  ``MEMORYUI_WEBHOOK_MAX_ATTEMPTS`` (12), ``MEMORYUI_OUTBOX_STUCK_SECONDS`` (60):
+  outgoing webhook delivery and the outbox sweep.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from celery.schedules import crontab
 
 from memoryui.services import ensure_service_urls
 
@@ -114,8 +120,24 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = _env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
-CELERY_BEAT_SCHEDULE: dict = {}
+CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2,
+                                   "socket_connect_timeout": 2}
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "celery")
+# conflicts/: periodic tasks for celery beat (seconds); each run expires
+# rather than pile up while no worker consumes.
+CELERY_BEAT_SCHEDULE: dict = {
+    "conflicts-escalate-prompts": {"task": "conflicts.escalate_prompts", "schedule": 60.0, "options": {"expires": 60}},
+    "conflicts-expire-prompts": {"task": "conflicts.expire_prompts", "schedule": 300.0, "options": {"expires": 300}},
+    "conflicts-sweep": {"task": "conflicts.sweep", "schedule": 30.0, "options": {"expires": 30}},
+    "conflicts-reconcile-nightly": {"task": "conflicts.reconcile", "schedule": crontab(hour=3, minute=15),
+                                    "kwargs": {"repair": True}},
+}
+# conflicts/: outgoing webhooks (seconds).
+MEMORYUI_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("MEMORYUI_WEBHOOK_TIMEOUT_SECONDS", "10"))
+MEMORYUI_WEBHOOK_BACKOFF_BASE_SECONDS = float(os.environ.get("MEMORYUI_WEBHOOK_BACKOFF_BASE_SECONDS", "10"))
+MEMORYUI_WEBHOOK_BACKOFF_MAX_SECONDS = float(os.environ.get("MEMORYUI_WEBHOOK_BACKOFF_MAX_SECONDS", "3600"))
+MEMORYUI_WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("MEMORYUI_WEBHOOK_MAX_ATTEMPTS", "12"))
+MEMORYUI_OUTBOX_STUCK_SECONDS = float(os.environ.get("MEMORYUI_OUTBOX_STUCK_SECONDS", "60"))
 
 MEMORYUI_MAX_BODY_BYTES = int(os.environ.get("MEMORYUI_MAX_BODY_BYTES", str(1024 * 1024)))
 MEMORYUI_PUBLIC_URL = os.environ.get("MEMORYUI_PUBLIC_URL", "http://127.0.0.1:8000")

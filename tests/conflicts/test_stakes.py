@@ -1,0 +1,103 @@
+"""Who gets asked (DESIGN.md write rule step 6): low-stakes ties never
+create prompts; high-stakes ones always do, exactly one per conflict,
+whatever the delivery order, duplicates and repeated tasks included."""
+from itertools import permutations
+
+import pytest
+
+from conflicts import actions, tasks
+from conflicts.models import ClarificationPrompt
+from conflicts.models import PromptRequest
+from facts.models import Assertion, Conflict
+from tests.conflicts.factories import ALTE, NEUE, change, tie
+
+KOELN = "Dritte Str. 3, Köln"
+THREE = tie(values=(ALTE, NEUE, KOELN), stated=("2026-03-03T10:00:00Z", "2026-11-22T10:00:00Z", "2026-11-25T10:00:00Z"))
+
+
+@pytest.mark.parametrize("order", list(permutations(range(2))))
+def test_low_stakes_ties_never_create_prompts(agent, ask, order):
+    payloads = tie(predicate="city_of_residence", values=("Berlin", "Munich"))
+
+    prompt = ask(agent, [payloads[i] for i in order])
+    swept = actions.open_requested_prompts(stuck_after_seconds=0)
+    conflict = Conflict.objects.get(tenant=agent.tenant)
+    direct = actions.open_conflict_prompt(conflict_id=str(conflict.id))
+    facts = agent.get("/subjects/u-1/facts")["facts"]
+
+    assert (prompt, swept, direct) == (None, 0, None)
+    assert (conflict.status, conflict.stakes, conflict.resolution_rule) == ("RESOLVED", "low", "tie-stated-at")
+    assert [f["value"] for f in facts] == ["Munich"]
+
+
+@pytest.mark.parametrize("order", list(permutations(range(3))))
+def test_high_stakes_ties_get_exactly_one_prompt_whatever_the_delivery_order(agent, ask, order):
+    sent = [THREE[i] for i in order] + [THREE[order[0]]]  # the first one again: a duplicate
+
+    prompt = ask(agent, sent)
+    conflict = Conflict.objects.get(tenant=agent.tenant, status=Conflict.OPEN)
+    repeated = [tasks.open_conflict_prompt.apply(kwargs={"conflict_id": str(conflict.id)}).get() for _ in range(2)]
+    swept = actions.open_requested_prompts(stuck_after_seconds=0)
+
+    assert ClarificationPrompt.objects.filter(tenant=agent.tenant).count() == 1
+    assert repeated == [str(prompt.id)] * 2 and swept == 0
+    assert prompt.conflict_id == conflict.id
+    assert [o["value"] for o in prompt.options if o["kind"] == "candidate"] == [ALTE, NEUE, KOELN]
+    assert sorted(prompt.assertion_ids) == sorted(map(str, Assertion.objects.filter(tenant=agent.tenant)
+                                                      .values_list("id", flat=True)))
+
+
+def test_a_retracted_candidate_leaves_the_prompt_reworded_and_a_resolved_conflict_withdraws_it(agent, ask):
+    prompt = ask(agent, THREE)
+    koeln = Assertion.objects.get(tenant=agent.tenant, value=KOELN)
+    neue = Assertion.objects.get(tenant=agent.tenant, value=NEUE)
+
+    agent.api("POST", f"/assertions/{koeln.id}/retract", {"reason": "wrong person"})
+    prompt.refresh_from_db()
+    reworded = ([o["value"] for o in prompt.options if o["kind"] == "candidate"], prompt.status)
+    agent.api("POST", f"/assertions/{neue.id}/retract", {"reason": "wrong person"})
+    prompt.refresh_from_db()
+
+    assert reworded == ([ALTE, NEUE], "pending")
+    assert KOELN not in prompt.question
+    assert (prompt.status, prompt.withdrawn_reason) == ("withdrawn", "resolved: tie-gone")
+
+
+def test_a_correction_from_elsewhere_withdraws_the_prompt(agent, ask):
+    prompt = ask(agent, tie())
+
+    agent.assert_fact({**tie()[0], "value": NEUE, "source": {"kind": "correction", "id": "support-ticket-7"}})
+    prompt.refresh_from_db()
+
+    assert prompt.status == "withdrawn"
+    assert agent.get("/subjects/u-1/prompts")["prompts"] == []
+
+
+def test_a_prompt_whose_task_was_lost_is_opened_by_the_sweep_once(agent):
+    for data in tie() + change():
+        agent.assert_fact(data)  # no on-commit here: as if the broker had been down
+    waiting = PromptRequest.objects.filter(tenant=agent.tenant, done_at__isnull=True).count()
+
+    fresh = actions.open_requested_prompts(stuck_after_seconds=60)
+    swept = actions.open_requested_prompts(stuck_after_seconds=0)
+    again = actions.open_requested_prompts(stuck_after_seconds=0)
+
+    assert (waiting, fresh, swept, again) == (2, 0, 2, 0)
+    assert sorted(ClarificationPrompt.objects.filter(tenant=agent.tenant).values_list("kind", flat=True)) == [
+        "conflict", "proposal"]
+
+
+def test_a_proposal_asked_again_after_its_confirmation_is_retracted(agent, ask, inline_tasks):
+    prompt = ask(agent, change())
+    proposal = Assertion.objects.get(pk=prompt.proposal_assertion_id)
+    confirmation = agent.assert_fact({**change()[1], "source": {"kind": "correction", "id": "support-ticket-9"}})
+    prompt.refresh_from_db()
+    withdrawn = prompt.status
+
+    with inline_tasks():
+        agent.api("POST", f"/assertions/{confirmation['assertion_id']}/retract", {"reason": "agent mistake"})
+    prompt.refresh_from_db()
+
+    assert withdrawn == "withdrawn"
+    assert (prompt.status, prompt.proposal_assertion_id) == ("pending", proposal.id)
+    assert ClarificationPrompt.objects.filter(tenant=agent.tenant).count() == 1
