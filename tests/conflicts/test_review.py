@@ -97,6 +97,18 @@ def test_a_statement_overruled_by_the_system_of_record_opens_one_followup(agent)
     assert task.evidence["statement"]["value"] == "basic" and task.evidence["system_record"]["value"] == "pro"
 
 
+def test_a_followup_is_opened_once_whatever_the_arrival_order(agent):
+    agent.assert_fact(assertion_data(predicate="plan", value="basic", valid_from="2026-02-01T00:00:00Z",
+                                     source_id="chat-1"))
+    agent.assert_fact(assertion_data(predicate="plan", value="pro", kind="system_record",
+                                     valid_from="2026-01-01T00:00:00Z", source_id="billing-1"))
+    agent.assert_fact(assertion_data(predicate="plan", value="pro", kind="system_record",
+                                     valid_from="2026-01-01T00:00:00Z", source_id="billing-2"))
+
+    assert list(ReviewTask.objects.filter(tenant=agent.tenant).values_list("kind", flat=True)) == [
+        "system_record_followup"]
+
+
 def test_confirming_a_followup_records_the_persons_value_without_a_new_followup(agent):
     plan_overruled(agent)
     task = ReviewTask.objects.get(tenant=agent.tenant)
