@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Sequence
 
 SOURCE_KINDS = ("correction", "system_record", "user_statement", "user_document", "agent_inference")
@@ -59,6 +59,8 @@ FATE_CONFLICT = "conflict"  # a candidate of an open (high-stakes) tie
 
 SEGMENT_VALUE = "value"
 SEGMENT_CONFLICT = "conflict"
+
+_FAR_FUTURE = datetime.max.replace(tzinfo=timezone.utc)
 
 
 def normalise_value(value: Any) -> str:
@@ -140,8 +142,10 @@ class Claim:
 
     @property
     def order_key(self) -> tuple:
-        """Content-only total order: valid time, stated time, content hash."""
-        return (self.valid_from, self.stated_at, self.content_hash)
+        """Content-only order: valid time, stated time, content hash, then the
+        rest of the content, so that only claims with identical content tie."""
+        return (self.valid_from, self.stated_at, self.content_hash, self.valid_to or _FAR_FUTURE,
+                self.source_kind, self.source_id)
 
 
 @dataclass(frozen=True)
@@ -205,7 +209,7 @@ def resolve(claims: Iterable[Claim], policy: Policy) -> Resolution:
     erased); ``policy`` the policy in force then. Raises ``ValueError`` for a
     source kind outside :data:`SOURCE_KINDS`.
     """
-    claims = sorted(set(claims), key=lambda c: c.order_key)
+    claims = sorted({c.id: c for c in claims}.values(), key=lambda c: c.order_key)
     for c in claims:
         if c.source_kind not in SOURCE_KINDS:
             raise ValueError(f"unknown source kind {c.source_kind!r}")
