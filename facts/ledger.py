@@ -513,13 +513,16 @@ def unretract(*, tenant: Tenant, batch_id: uuid.UUID, actor: str) -> int:
 
 def erase(*, tenant: Tenant, assertion_id: str, actor: str) -> WriteResult:
     """Erase one assertion (right to be forgotten): value and evidence are
-    destroyed, a tombstone without personal data stays. Raises
-    :class:`NotFound`."""
+    destroyed, a tombstone without personal data stays. Erasing a tombstone
+    again answers the same and writes nothing (the erasure time stays the
+    first). Raises :class:`NotFound`."""
     with transaction.atomic():
-        row = Assertion.objects.filter(tenant=tenant, id=assertion_id).values("id", "fact_key_id", "subject_id").first()
+        row = (Assertion.objects.filter(tenant=tenant, id=assertion_id)
+               .values("id", "fact_key_id", "subject_id", "erased_at").first())
         if row is None:
             raise NotFound("no such assertion")
-        _erase_rows(tenant, [row], actor=actor)
+        if row["erased_at"] is None:
+            _erase_rows(tenant, [row], actor=actor)
         return WriteResult(str(row["id"]), "erased", "erasure")
 
 

@@ -506,6 +506,20 @@ def test_erase_destroys_value_and_evidence_everywhere_and_leaves_a_tombstone(age
     assert Event.objects.filter(assertion_id=berlin["assertion_id"]).exclude(payload_hash="").count() == 0
 
 
+def test_erasing_twice_keeps_the_first_tombstone(agent, clock):
+    fact = agent.assert_fact(assertion_data(predicate="employer", value="Acme"))
+    agent.api("POST", f"/assertions/{fact['assertion_id']}/erase")
+    first = Assertion.objects.get(id=fact["assertion_id"]).erased_at
+    before = row_counts(agent.tenant)
+    clock.shift(60)
+
+    again = agent.api("POST", f"/assertions/{fact['assertion_id']}/erase")
+
+    assert (again.status_code, again.json()["outcome"]) == (200, "erased")
+    assert Assertion.objects.get(id=fact["assertion_id"]).erased_at == first
+    assert row_counts(agent.tenant) == before
+
+
 def test_delete_subject_erases_everything_about_the_person(agent):
     agent.assert_fact(assertion_data(predicate="employer", value="Acme", subject_name="Ada Lovelace"))
     agent.assert_fact(assertion_data(predicate="speaks_language", value="Esperanto"))
