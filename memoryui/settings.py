@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "facts",
     "conflicts",
     "dashboard",
+    "console",
 ]
 
 MIDDLEWARE = [
@@ -69,6 +70,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "console.audit.AuditMiddleware",
 ]
 
 ROOT_URLCONF = "memoryui.urls"

@@ -9,5 +9,6 @@ urlpatterns = [
     path("api/v1/", api.urls),
     path("webhooks/<slug:tenant_slug>/", inbound, name="webhook-inbound"),
     path("admin/", admin.site.urls),
+    path("console/", include("console.urls")),
     path("", include("dashboard.urls")),
 ]

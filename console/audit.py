@@ -1,0 +1,115 @@
+"""The audit log (issue 5, "Audit log of every staff and end-user
+action").
+
+Decision: one middleware records every state-changing request (POST, PUT,
+PATCH, DELETE) made by a signed-in person, in the console, the dashboard and
+the admin alike, after the response is known. Nothing has to remember to
+call it, so a new view cannot forget to be audited; views add a summary of
+what they did through :func:`note` (ids, counts; never personal values).
+The API and inbound webhooks are machine calls, authenticated by key or
+signature and already in the event log, so they are not audited here.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+
+from console.models import AuditEntry, StaffMembership
+from facts.models import Tenant
+
+logger = logging.getLogger(__name__)
+
+WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+
+
+def note(request: HttpRequest, **detail: Any) -> None:
+    """Add ``detail`` (JSON-able ids and counts) to the audit entry of this request."""
+    request.audit_detail = {**getattr(request, "audit_detail", {}), **detail}
+
+
+def client_ip(request: HttpRequest) -> str | None:
+    """The client's address as the server saw it (``REMOTE_ADDR``). Behind a
+    proxy, configure the proxy to set it; forwarded headers are not trusted."""
+    return request.META.get("REMOTE_ADDR") or None
+
+
+def _who(user) -> tuple[str, str, int | None]:
+    """(actor, role, tenant id) of a signed-in user."""
+    if user.is_superuser:
+        return user.get_username(), "superuser", None
+    membership = StaffMembership.objects.filter(user=user).first()
+    if membership is not None:
+        return user.get_username(), membership.role, membership.tenant_id
+    account = getattr(user, "subject_account", None)
+    if account is not None:
+        return f"user:{user.pk}", "end_user", account.tenant_id
+    return user.get_username(), "user", None
+
+
+def record(*, request: HttpRequest, response: HttpResponse, user) -> AuditEntry:
+    """Write one :class:`AuditEntry` for ``request`` by ``user``."""
+    actor, role, tenant_id = _who(user)
+    tenant = getattr(request, "console_tenant", None)
+    match = getattr(request, "resolver_match", None)
+    action = f"{match.namespace}:{match.url_name}" if match and match.namespace else (match.url_name if match else "")
+    return AuditEntry.objects.create(
+        tenant_id=tenant.id if tenant is not None else tenant_id, user=user, actor=actor, role=role,
+        action=action or "unknown", method=request.method, path=request.path[:500],
+        status_code=response.status_code, ip=client_ip(request), detail=getattr(request, "audit_detail", {}),
+        at=timezone.now(),
+    )
+
+
+class AuditMiddleware:
+    """Records state-changing requests by signed-in people (see module doc).
+    Place after the authentication middleware."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.method not in WRITE_METHODS:
+            return self.get_response(request)
+        before = request.user if request.user.is_authenticated else None
+        response = self.get_response(request)
+        user = before or (request.user if request.user.is_authenticated else None)
+        if user is not None:
+            try:
+                record(request=request, response=response, user=user)
+            except Exception:  # the audit must never turn a done action into an error page
+                logger.exception("audit.write_failed", extra={"path": request.path})
+        return response
+
+
+def entries(*, tenant: Tenant, actor: str = "", action: str = "", role: str = "", since=None, until=None,
+            limit: int | None = 200):
+    """The tenant's audit entries, newest first, filtered (``since``/``until``: UTC dates, until exclusive)."""
+    qs = AuditEntry.objects.filter(tenant=tenant)
+    if actor:
+        qs = qs.filter(actor__icontains=actor)
+    if action:
+        qs = qs.filter(action__icontains=action)
+    if role:
+        qs = qs.filter(role=role)
+    if since:
+        qs = qs.filter(at__date__gte=since)
+    if until:
+        qs = qs.filter(at__date__lt=until)
+    qs = qs.order_by("-at", "-id")
+    return qs[:limit] if limit else qs
+
+
+CSV_COLUMNS = ("at", "actor", "role", "action", "method", "path", "status_code", "ip", "detail")
+
+
+def csv_rows(queryset):
+    """Rows for the CSV export (header first)."""
+    import json
+
+    yield CSV_COLUMNS
+    for e in queryset.iterator():
+        yield (e.at.isoformat(), e.actor, e.role, e.action, e.method, e.path, e.status_code, e.ip or "",
+               json.dumps(e.detail, sort_keys=True))
