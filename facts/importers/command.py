@@ -59,9 +59,12 @@ def run_from_options(command: BaseCommand, options: dict, *, dataset: str,
         credentials = tenant_credentials(slug=options["tenant"], api_key=options["api_key"],
                                          webhook_secret=options["secret"])
         sender = make_sender(credentials=credentials, mode=options["mode"], url=options["url"])
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
+    try:
         summary = run_import(sender=sender, dataset=dataset, events=ordered, predicates=rules,
                              batch_size=options["batch_size"])
-    except (ValueError, SendError) as exc:
+    except SendError as exc:
         raise CommandError(str(exc)) from exc
     command.stdout.write(json.dumps(summary.as_json()) if options["json"] else summary.as_text())
     if summary.refused:

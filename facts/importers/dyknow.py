@@ -157,7 +157,7 @@ class Answer:
         return f"wikidata:dyknow:{self.subject}:{self.predicate}:{self.index}"
 
 
-def parse_answer(raw: str) -> tuple[str, dict[str, WikiDate]]:
+def parse_answer(*, raw: str) -> tuple[str, dict[str, WikiDate]]:
     """Split ``"Name |S: ... |E: ..."`` into the name and its dates by tag.
     Raises :class:`DataError` for an unknown or repeated tag or an empty name."""
     name, *parts = raw.split(" |")
@@ -172,7 +172,7 @@ def parse_answer(raw: str) -> tuple[str, dict[str, WikiDate]]:
     return name.strip(), dates
 
 
-def valid_time(dates: dict[str, WikiDate], *, raw: str = "") -> tuple[datetime, datetime | None, str]:
+def valid_time(*, dates: dict[str, WikiDate], raw: str = "") -> tuple[datetime, datetime | None, str]:
     """``(valid_from, valid_to, valid_from_precision)`` from an answer's
     S/E/P dates, by the rules in this module's docstring. Raises
     :class:`DataError` when there is no date at all or the end is before the
@@ -207,9 +207,9 @@ def read_answers(*, path: Path) -> list[Answer]:
         for entity, body in entities.items():
             for slot, predicate, answers in _slots(category, body):
                 for index, raw in enumerate(answers):
-                    name, dates = parse_answer(raw)
+                    name, dates = parse_answer(raw=raw)
                     try:
-                        valid_from, valid_to, precision = valid_time(dates, raw=raw)
+                        valid_from, valid_to, precision = valid_time(dates=dates, raw=raw)
                     except DataError as exc:
                         raise DataError(f"{category}/{entity}/{slot}[{index}]: {exc}") from None
                     out.append(Answer(category, entity, slot, predicate, index, name, raw, valid_from, valid_to,
@@ -218,7 +218,7 @@ def read_answers(*, path: Path) -> list[Answer]:
 
 
 def _slots(category: str, body: dict) -> Iterator[tuple[str, str, list[str]]]:
-    if "answers" in body:
+    if "answers" in body:  # no slot level: the category's one slot ("holder" for an unknown category)
         predicate = SINGLE_SLOT.get(category) or "holder"
         yield predicate.replace("_", " "), predicate, body["answers"]
         return
@@ -226,7 +226,7 @@ def _slots(category: str, body: dict) -> Iterator[tuple[str, str, list[str]]]:
         yield slot, slug(slot, sep="_"), content["answers"]
 
 
-def assertion_data(answer: Answer) -> dict:
+def assertion_data(*, answer: Answer) -> dict:
     """The ``fact.asserted`` ``data`` object (API.md) for one answer."""
     return {
         "subject": answer.subject,
@@ -247,7 +247,7 @@ def build_events(*, path: Path = DEFAULT_PATH) -> list[ImportEvent]:
     """One event per answer; natural order is date order (``valid_from``,
     then subject, predicate, position). Raises like :func:`read_answers`."""
     return [
-        assertion_event(data=assertion_data(a), order_key=(iso(a.valid_from), a.subject, a.predicate, a.index))
+        assertion_event(data=assertion_data(answer=a), order_key=(iso(a.valid_from), a.subject, a.predicate, a.index))
         for a in read_answers(path=path)
     ]
 

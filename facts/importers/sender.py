@@ -197,7 +197,7 @@ class Sender:
             status, payload = self.api("POST", "/assertions/batch",
                                        {"events": [{"id": e.id, **e.envelope} for e in chunk]})
             if status != 200:
-                results.extend({"id": e.id, "status": status, **payload} for e in chunk)
+                results.extend({"id": e.id, "status": status, **(payload or {})} for e in chunk)
                 continue
             results.extend(payload["results"])
         return results

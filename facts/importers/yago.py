@@ -93,7 +93,7 @@ class YagoFact:
         return f"yago11k:{self.split}:{self.line}"
 
 
-def predicate_name(relation: str) -> str:
+def predicate_name(*, relation: str) -> str:
     """``<worksAt>`` -> ``works_at``. Raises :class:`DataError` for an
     inverse (``!``) or malformed name."""
     bare = relation.strip()
@@ -102,12 +102,12 @@ def predicate_name(relation: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", bare[1:-1]).lower()
 
 
-def display_name(entity: str) -> str:
+def display_name(*, entity: str) -> str:
     """``<University_of_Cambridge>`` -> ``University of Cambridge``."""
     return entity.strip().removeprefix("<").removesuffix(">").replace("_", " ")
 
 
-def year_start(year: int) -> datetime:
+def _year_start(year: int) -> datetime:
     return datetime(year, 1, 1, tzinfo=timezone.utc)
 
 
@@ -128,12 +128,12 @@ def valid_time(*, start: str, end: str, event: bool = False) -> tuple[datetime, 
         raise DataError(f"ends ({last}) before it starts ({first})")
     if event:
         known = first if first is not None else last
-        return (year_start(known) if known is not None else UNKNOWN_START), None
+        return (_year_start(known) if known is not None else UNKNOWN_START), None
     if first is None:
         if last is None:
             return UNKNOWN_START, None
-        return year_start(last), year_start(last + 1)
-    return year_start(first), (year_start(last + 1) if last is not None else None)
+        return _year_start(last), _year_start(last + 1)
+    return _year_start(first), (_year_start(last + 1) if last is not None else None)
 
 
 def _read_map(path: Path) -> dict[int, str]:
@@ -150,10 +150,10 @@ def _read_map(path: Path) -> dict[int, str]:
     return out
 
 
-def subject_ids(entities: dict[int, str]) -> dict[int, str]:
+def subject_ids(*, entities: dict[int, str]) -> dict[int, str]:
     """External subject id per entity id: the slug of its name, with
     ``-<id>`` appended only where two names share a slug."""
-    slugs = {i: slug(display_name(n)) for i, n in entities.items()}
+    slugs = {i: slug(display_name(entity=n)) for i, n in entities.items()}
     taken: dict[str, int] = {}
     for s in slugs.values():
         taken[s] = taken.get(s, 0) + 1
@@ -166,7 +166,7 @@ def read_facts(*, directory: Path = DEFAULT_DIR, splits: tuple[str, ...] = SPLIT
     file, :class:`DataError` (naming ``split:line``) for a row it cannot map."""
     entities = _read_map(directory / "entity2id.txt")
     relations = _read_map(directory / "relation2id.txt")
-    subjects = subject_ids(entities)
+    subjects = subject_ids(entities=entities)
     facts: list[YagoFact] = []
     dropped = 0
     for split in splits:
@@ -180,18 +180,18 @@ def read_facts(*, directory: Path = DEFAULT_DIR, splits: tuple[str, ...] = SPLIT
                     if r_id >= INVERSE_FROM or relations[r_id].startswith("!"):
                         dropped += 1
                         continue
-                    predicate = predicate_name(relations[r_id])
+                    predicate = predicate_name(relation=relations[r_id])
                     valid_from, valid_to = valid_time(start=start, end=end, event=predicate in EVENT_RELATIONS)
                     evidence = f"{entities[s_id]} {relations[r_id]} {entities[o_id]} [{start}, {end}]"
-                    facts.append(YagoFact(split, number, subjects[s_id], display_name(entities[s_id]), predicate,
-                                          display_name(entities[o_id]), valid_from, valid_to, evidence))
+                    facts.append(YagoFact(split, number, subjects[s_id], display_name(entity=entities[s_id]), predicate,
+                                          display_name(entity=entities[o_id]), valid_from, valid_to, evidence))
                 except (ValueError, KeyError) as exc:
                     raise DataError(f"{split}.txt:{number}: {exc}") from None
     logger.info("yago.read", extra={"forward": len(facts), "inverse_dropped": dropped, "splits": list(splits)})
     return facts
 
 
-def assertion_data(fact: YagoFact) -> dict:
+def assertion_data(*, fact: YagoFact) -> dict:
     """The ``fact.asserted`` ``data`` object (API.md) for one row."""
     return {
         "subject": fact.subject,
@@ -214,7 +214,7 @@ def build_events(*, directory: Path = DEFAULT_DIR, splits: tuple[str, ...] = SPL
     when given); natural order is date order (``valid_from``, split, line).
     Raises like :func:`read_facts`."""
     return [
-        assertion_event(data=assertion_data(f), order_key=(iso(f.valid_from), f.split, f.line))
+        assertion_event(data=assertion_data(fact=f), order_key=(iso(f.valid_from), f.split, f.line))
         for f in read_facts(directory=directory, splits=splits)
         if subjects is None or f.subject in subjects
     ]
