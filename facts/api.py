@@ -26,7 +26,7 @@ from facts.models import Event, LoginLink, PredicatePolicy, Tenant
 from facts.policy import CATALOGUE, policy_view_at, ranking_at
 from facts.projection import iso
 from facts.tenants import tenant_for_api_key
-from facts.webhooks import dispatch_once
+from facts.webhooks import dispatch_batch
 
 BATCH_LIMIT = 1000
 LOGIN_LINK_SECONDS = 15 * 60
@@ -107,12 +107,9 @@ def post_batch(request):
     for i, event in enumerate(events):
         if not isinstance(event, dict) or not isinstance(event.get("id"), str) or not event["id"]:
             raise InputError("is required: a string idempotency key", f"events[{i}].id")
-    results = []
-    for i, event in enumerate(events):
-        status, payload = dispatch_once(request.auth, f"batch:{event['id']}", event, actor=_actor(request),
-                                        prefix=f"events[{i}].")
-        results.append({"id": event["id"], "status": status, **payload})
-    return {"results": results}
+    answers = dispatch_batch(request.auth, events, actor=_actor(request))
+    return {"results": [{"id": event["id"], "status": status, **payload}
+                        for event, (status, payload) in zip(events, answers)]}
 
 
 @router.post("/assertions/{assertion_id}/retract", summary="Retract: the claim was never true",

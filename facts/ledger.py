@@ -85,22 +85,6 @@ class KeyState:
 # --------------------------------------------------------------------------- keys and locks
 
 
-def _subject(tenant: Tenant, external_id: str, display_name: str = "") -> Subject:
-    subject, created = Subject.objects.get_or_create(
-        tenant=tenant, external_id=external_id, defaults={"display_name": display_name}
-    )
-    if display_name and not created and not subject.display_name:
-        Subject.objects.filter(pk=subject.pk).update(display_name=display_name)
-    return subject
-
-
-def _lock_key(tenant: Tenant, subject: Subject, *, entity: str, predicate: str, scope_kind: str, scope_key: str) -> FactKey:
-    key, _ = FactKey.objects.get_or_create(
-        tenant=tenant, subject=subject, entity=entity, predicate=predicate, scope_kind=scope_kind, scope_key=scope_key
-    )
-    return FactKey.objects.select_for_update().get(pk=key.pk)
-
-
 def _lock_keys(key_ids: Iterable[int]) -> list[FactKey]:
     """Lock several keys in id order (a consistent order avoids deadlocks)."""
     return list(FactKey.objects.select_for_update().filter(pk__in=set(key_ids)).order_by("pk"))
@@ -127,11 +111,24 @@ def _event(key: FactKey | None, *, tenant_id: int, subject_id: int | None, type:
 
 
 def _commit_key(before: KeyState, after: KeyState, *, now: datetime, actor: str, cause_id: Any = None) -> dict:
-    """Write rule step 8 for one key: status-change events, conflicts,
-    projection, domain events. Returns ``{"conflict_ids": {valid_from: id},
+    """Write rule step 8 for one key: :func:`_transition`, then store its
+    events and the key's projection."""
+    log: list[Event] = []
+    out = _transition(before, after, now=now, actor=actor, cause_id=cause_id, log=log)
+    Event.objects.bulk_create(log)
+    _store_projections({after.key.id: (after, out["conflict_ids"])})
+    return out
+
+
+def _transition(before: KeyState, after: KeyState, *, now: datetime, actor: str, cause_id: Any = None,
+                log: list[Event], conflicted: set[int] | None = None) -> dict:
+    """What changed on one key between two states: status-change and
+    supersession events (appended to ``log``, stored by the caller),
+    conflicts opened or resolved, domain events. ``conflicted`` (key ids
+    that have any conflict row) lets a bulk write skip the conflict query
+    for keys without ties. Returns ``{"conflict_ids": {valid_from: id},
     "supersedes": {claim_id: [ids]}}``."""
     key = after.key
-    log: list[Event] = []
     before_ids = before.by_id
     supersedes: dict[Any, list] = {}
     for claim in after.claims:
@@ -172,9 +169,7 @@ def _commit_key(before: KeyState, after: KeyState, *, now: datetime, actor: str,
                 **_fact_payload(key), "assertion_id": str(claim.id),
                 "fate": after.resolution.fate.get(claim.id, "retracted"),
             }))
-    conflict_ids = _sync_conflicts(after, now=now, actor=actor)
-    Event.objects.bulk_create(log)
-    _store_projection(after, conflict_ids)
+    conflict_ids = _sync_conflicts(after, now=now, actor=actor, conflicted=conflicted)
     return {"conflict_ids": conflict_ids, "supersedes": supersedes}
 
 
@@ -221,10 +216,15 @@ def _claim_payload(claim: Claim) -> dict:
     }
 
 
-def _sync_conflicts(state: KeyState, *, now: datetime, actor: str) -> dict[datetime, Any]:
+def _sync_conflicts(state: KeyState, *, now: datetime, actor: str,
+                    conflicted: set[int] | None = None) -> dict[datetime, Any]:
     """Open a conflict for each new high-stakes tie, record low-stakes ties as
     resolved by rule, resolve open conflicts whose tie is gone (step 6)."""
     key = state.key
+    if conflicted is not None:
+        if key.id not in conflicted and not state.resolution.ties:
+            return {}
+        conflicted.add(key.id)
     policy_stakes = state.resolution.policy.stakes
     existing = {c.valid_from: c for c in Conflict.objects.filter(fact_key=key).order_by("opened_at")}
     open_now = {c.valid_from: c for c in existing.values() if c.status == Conflict.OPEN}
@@ -279,25 +279,91 @@ def _sync_conflicts(state: KeyState, *, now: datetime, actor: str) -> dict[datet
     return ids
 
 
-def _store_projection(state: KeyState, conflict_ids: dict[datetime, Any]) -> None:
-    CurrentFact.objects.filter(fact_key=state.key).delete()
-    info = source_info(c.id for c in state.claims)
-    CurrentFact.objects.bulk_create(rows_for_key(state.key, state.resolution, state.claims, info, conflict_ids))
+def _store_projections(states: dict[int, tuple[KeyState, dict]], info: dict | None = None) -> None:
+    """Replace the projection rows of the given keys (key id -> (state,
+    conflict ids)) with one delete and one bulk insert. ``info`` maps
+    assertion id to extractor and evidence; loaded when not given."""
+    CurrentFact.objects.filter(fact_key_id__in=list(states)).delete()
+    if info is None:
+        info = source_info(c.id for state, _ in states.values() for c in state.claims)
+    rows = [row for state, conflict_ids in states.values()
+            for row in rows_for_key(state.key, state.resolution, state.claims, info, conflict_ids)]
+    CurrentFact.objects.bulk_create(rows, batch_size=2000)
 
 
 # --------------------------------------------------------------------------- assert
 
 
-def _ensure_policy_row(tenant: Tenant, predicate: str, now: datetime) -> None:
+def _ensure_policy_rows(tenant: Tenant, predicates: set[str], now: datetime) -> None:
     """A predicate nobody registered is admitted as ``many``/``low`` and
     marked unclassified, so staff see it (DESIGN.md, "Predicate policy")."""
-    if predicate in CATALOGUE:
+    unknown = predicates - CATALOGUE.keys()
+    if not unknown:
         return
-    if not PredicatePolicy.objects.filter(tenant=tenant, predicate=predicate).exists():
-        PredicatePolicy.objects.create(
-            tenant=tenant, predicate=predicate, cardinality="many", stakes="low", authority="user",
-            classified=False, recorded_at=now, recorded_by="admission",
-        )
+    known = set(PredicatePolicy.objects.filter(tenant=tenant, predicate__in=unknown).values_list("predicate", flat=True))
+    PredicatePolicy.objects.bulk_create([
+        PredicatePolicy(tenant=tenant, predicate=p, cardinality="many", stakes="low", authority="user",
+                        classified=False, recorded_at=now, recorded_by="admission")
+        for p in sorted(unknown - known)
+    ])
+
+
+def _subject_ids(tenant: Tenant, items: list[AssertionInput]) -> dict[str, int]:
+    """External id -> subject id, creating missing subjects in bulk."""
+    names = {d.subject: d.subject_name for d in items}
+    rows = {e: (pk, name) for e, pk, name in Subject.objects.filter(tenant=tenant, external_id__in=names)
+            .values_list("external_id", "id", "display_name")}
+    missing = [Subject(tenant=tenant, external_id=e, display_name=n) for e, n in names.items() if e not in rows]
+    if missing:
+        Subject.objects.bulk_create(missing, ignore_conflicts=True)
+        rows = {e: (pk, name) for e, pk, name in Subject.objects.filter(tenant=tenant, external_id__in=names)
+                .values_list("external_id", "id", "display_name")}
+    for external_id, (pk, name) in rows.items():
+        if names[external_id] and not name:
+            Subject.objects.filter(pk=pk, display_name="").update(display_name=names[external_id])
+    return {e: pk for e, (pk, _) in rows.items()}
+
+
+def _key_ident(subject_id: int, d: AssertionInput) -> tuple:
+    return (subject_id, d.entity, d.predicate, d.scope_kind, d.scope_key)
+
+
+def _locked_keys(tenant: Tenant, idents: set[tuple]) -> dict[tuple, FactKey]:
+    """Fact keys for ``idents`` (subject id, entity, predicate, scope kind,
+    scope key), created when missing, row-locked in id order."""
+    def load() -> dict[tuple, int]:
+        rows = FactKey.objects.filter(tenant=tenant, subject_id__in={i[0] for i in idents},
+                                      predicate__in={i[2] for i in idents})
+        found = {(k.subject_id, k.entity, k.predicate, k.scope_kind, k.scope_key): k.id for k in rows}
+        return {i: found[i] for i in idents if i in found}
+
+    ids = load()
+    missing = idents - ids.keys()
+    if missing:
+        FactKey.objects.bulk_create([
+            FactKey(tenant=tenant, subject_id=s, entity=e, predicate=p, scope_kind=k, scope_key=sk)
+            for s, e, p, k, sk in sorted(missing)
+        ], ignore_conflicts=True)
+        ids = load()
+    by_id = {k.id: k for k in _lock_keys(ids.values())}
+    return {i: by_id[pk] for i, pk in ids.items()}
+
+
+def _states(keys: Iterable[FactKey], *, now: datetime, policies: PolicyCache) -> tuple[dict[int, KeyState], dict]:
+    """Live claims of many keys in one query: key id -> state, plus the
+    extractor and evidence of every claim (for the projection)."""
+    keys = {k.id: k for k in keys}
+    grouped: dict[int, list[Claim]] = {kid: [] for kid in keys}
+    info: dict[Any, dict] = {}
+    rows = Assertion.objects.filter(fact_key_id__in=list(keys)).filter(live_filter(now)).values(
+        *CLAIM_FIELDS, "extractor", "evidence")
+    for row in rows:
+        grouped[row["fact_key_id"]].append(to_claim(row))
+        info[row["id"]] = {"extractor": row["extractor"], "evidence": row["evidence"]}
+    policies.prefetch({k.predicate for k in keys.values()})
+    states = {kid: KeyState(keys[kid], claims, resolve(claims, policies.get(keys[kid].predicate)))
+              for kid, claims in grouped.items()}
+    return states, info
 
 
 def assert_fact(*, tenant: Tenant, data: AssertionInput, actor: str) -> WriteResult:
@@ -308,55 +374,113 @@ def assert_fact(*, tenant: Tenant, data: AssertionInput, actor: str) -> WriteRes
     nothing written), ``superseded_existing``, ``overruled``, ``proposed``,
     ``conflict``. ``recorded_at`` is the server's clock after the key lock.
     """
-    with transaction.atomic():
-        duplicate = _find_duplicate(tenant, data)
-        if duplicate is not None:
-            return duplicate
-        subject = _subject(tenant, data.subject, data.subject_name)
-        now = timezone.now()
-        _ensure_policy_row(tenant, data.predicate, now)
-        key = _lock_key(tenant, subject, entity=data.entity, predicate=data.predicate,
-                        scope_kind=data.scope_kind, scope_key=data.scope_key)
-        now = timezone.now()
-        policies = PolicyCache(tenant_id=tenant.id, at=now)
-        before = _state(key, now=now, policies=policies)
-        try:
-            with transaction.atomic():
-                row = Assertion.objects.create(
-                    tenant=tenant, subject=subject, fact_key=key, value=data.value, value_key=data.value_key,
-                    valid_from=data.valid_from, valid_to=data.valid_to, valid_from_precision=data.valid_from_precision,
-                    stated_at=data.stated_at, recorded_at=now, source_kind=data.source_kind, source_id=data.source_id,
-                    extractor=data.extractor, confidence=data.confidence, evidence=data.evidence,
-                    content_hash=data.content_hash, payload_hash=data.payload_hash, actor=actor,
-                )
-        except IntegrityError:
-            found = _find_duplicate(tenant, data)
-            if found is None:
-                raise
-            return found
-        claim = Claim(row.id, row.value, row.value_key, row.valid_from, row.valid_to, row.stated_at, row.recorded_at,
-                      row.source_kind, row.source_id, row.content_hash)
-        after = KeyState(key, before.claims + [claim], resolve(before.claims + [claim], policies.get(key.predicate)))
+    return assert_facts(tenant=tenant, items=[data], actor=actor)[0]
+
+
+def assert_facts(*, tenant: Tenant, items: list[AssertionInput], actor: str) -> list[WriteResult]:
+    """Record many assertions in one transaction, in order (the batch path).
+
+    Same rules and outcomes as :func:`assert_fact`, one result per item in
+    order; items on the same key are applied one after the other, so each
+    outcome is named against the state its predecessors left. The work is
+    done in bulk: one query each for duplicates, subjects, keys (locked in id
+    order), live claims, the new assertions, events and projection rows.
+    When a concurrent writer stores one of the same payloads first, the
+    items are taken one at a time so that one answers ``duplicate``.
+    """
+    if not items:
+        return []
+    try:
+        with transaction.atomic():
+            return _assert_many(tenant, items, actor)
+    except IntegrityError:
+        if len(items) > 1:
+            return [r for d in items for r in assert_facts(tenant=tenant, items=[d], actor=actor)]
+        found = _find_duplicate(tenant, items[0])
+        if found is None:
+            raise
+        return [found]
+
+
+def _assert_many(tenant: Tenant, items: list[AssertionInput], actor: str) -> list[WriteResult]:
+    results: list[WriteResult | None] = [None] * len(items)
+    held = dict(Assertion.objects.filter(tenant=tenant, payload_hash__in={d.payload_hash for d in items},
+                                         erased_at__isnull=True).values_list("payload_hash", "id"))
+    first_of: dict[str, int] = {}
+    fresh: list[int] = []
+    for i, d in enumerate(items):
+        if d.payload_hash in held:
+            results[i] = WriteResult(str(held[d.payload_hash]), "duplicate", "duplicate-payload")
+        elif d.payload_hash not in first_of:
+            first_of[d.payload_hash] = i
+            fresh.append(i)
+    if fresh:
+        _record(tenant, items, fresh, actor, results)
+    for i, d in enumerate(items):
+        if results[i] is None:  # the same payload twice in one batch: the second is a duplicate
+            results[i] = WriteResult(results[first_of[d.payload_hash]].assertion_id, "duplicate", "duplicate-payload")
+    return results
+
+
+def _record(tenant: Tenant, items: list[AssertionInput], fresh: list[int], actor: str,
+            results: list[WriteResult | None]) -> None:
+    """Write rule steps 2-8 for the new items ``fresh`` (indexes into
+    ``items``); fills ``results``."""
+    subjects = _subject_ids(tenant, [items[i] for i in fresh])
+    _ensure_policy_rows(tenant, {items[i].predicate for i in fresh}, timezone.now())
+    keys = _locked_keys(tenant, {_key_ident(subjects[items[i].subject], items[i]) for i in fresh})
+    now = timezone.now()
+    policies = PolicyCache(tenant_id=tenant.id, at=now)
+    states, info = _states(keys.values(), now=now, policies=policies)
+    conflicted = set(Conflict.objects.filter(fact_key_id__in=list(states)).values_list("fact_key_id", flat=True))
+    steps, rows = [], []
+    for i in fresh:
+        d = items[i]
+        key = keys[_key_ident(subjects[d.subject], d)]
+        claim = Claim(uuid.uuid4(), d.value, d.value_key, d.valid_from, d.valid_to, d.stated_at, now,
+                      d.source_kind, d.source_id, d.content_hash)
+        rows.append(Assertion(
+            id=claim.id, tenant=tenant, subject_id=key.subject_id, fact_key=key, value=d.value,
+            value_key=d.value_key, valid_from=d.valid_from, valid_to=d.valid_to,
+            valid_from_precision=d.valid_from_precision, stated_at=d.stated_at, recorded_at=now,
+            source_kind=d.source_kind, source_id=d.source_id, extractor=d.extractor, confidence=d.confidence,
+            evidence=d.evidence, content_hash=d.content_hash, payload_hash=d.payload_hash, actor=actor,
+        ))
+        info[claim.id] = {"extractor": d.extractor, "evidence": d.evidence}
+        before = states[key.id]
+        claims = before.claims + [claim]
+        states[key.id] = KeyState(key, claims, resolve(claims, before.resolution.policy))
+        steps.append((i, before, states[key.id], claim))
+    Assertion.objects.bulk_create(rows, batch_size=1000)
+    log: list[Event] = []
+    conflict_ids: dict[int, dict] = {}
+    for i, before, after, claim in steps:
+        d, key = items[i], after.key
         result = _outcome(before, after, claim)
-        Event.objects.create(
-            tenant=tenant, subject=subject, fact_key=key, assertion_id=row.id, type=ev.FACT_ASSERTED,
-            rule=result.rule, actor=actor, before=[str(c.id) for c in before.claims], after=result.supersedes,
-            payload_hash=data.payload_hash, data={"outcome": result.outcome, "source_kind": data.source_kind}, at=now,
-        )
-        committed = _commit_key(before, after, now=now, actor=actor, cause_id=claim.id)
+        asserted_at = len(log)
+        committed = _transition(before, after, now=now, actor=actor, cause_id=claim.id, log=log, conflicted=conflicted)
+        conflict_ids[key.id] = committed["conflict_ids"]
         result.supersedes = sorted({*result.supersedes, *map(str, committed["supersedes"].get(claim.id, []))})
         if result.outcome == "conflict":
             start = next(s for s, r, tied in after.resolution.ties if any(c.id == claim.id for c in tied))
             result.conflict_id = str(committed["conflict_ids"][start])
         if result.outcome == "superseded_existing" and not result.supersedes:
             result.outcome = "created"
-        ev.publish(ev.DomainEvent(ev.FACT_ASSERTED, tenant.id, subject.id, key.id, {
+        log.insert(asserted_at, Event(
+            tenant=tenant, subject_id=key.subject_id, fact_key=key, assertion_id=claim.id, type=ev.FACT_ASSERTED,
+            rule=result.rule, actor=actor, before=result.supersedes, after=[str(claim.id)],
+            payload_hash=d.payload_hash, data={"outcome": result.outcome, "source_kind": d.source_kind}, at=now,
+        ))
+        ev.publish(ev.DomainEvent(ev.FACT_ASSERTED, tenant.id, key.subject_id, key.id, {
             **_fact_payload(key), **result.as_body(), "assertion": _claim_payload(claim),
         }))
-        if result.rule == RULE_SYSTEM_OF_RECORD and data.source_kind in FOLLOWUP_KINDS:
+        if result.rule == RULE_SYSTEM_OF_RECORD and d.source_kind in FOLLOWUP_KINDS:
             _publish_followup(after, claim)
-        logger.info("fact.asserted", extra={"tenant": tenant.slug, "outcome": result.outcome, "rule": result.rule})
-        return result
+        results[i] = result
+    Event.objects.bulk_create(log, batch_size=1000)
+    _store_projections({kid: (state, conflict_ids.get(kid, {})) for kid, state in states.items()
+                        if kid in conflict_ids}, info)
+    logger.info("fact.asserted", extra={"tenant": tenant.slug, "count": len(steps)})
 
 
 def _publish_followup(state: KeyState, claim: Claim) -> None:
@@ -651,7 +775,7 @@ def rebuild_projection(*, tenant: Tenant | None = None, key_ids: Iterable[int] |
             now = timezone.now()
             state = _state(key, now=now)
             conflict_ids = {c.valid_from: c.id for c in Conflict.objects.filter(fact_key=key, status=Conflict.OPEN)}
-            _store_projection(state, conflict_ids)
+            _store_projections({key.id: (state, conflict_ids)})
         count += 1
     return count
 

@@ -103,6 +103,58 @@ def dispatch_once(tenant: Tenant, idempotency_key: str, envelope: Any, *, actor:
         return stored.status_code, stored.response
 
 
+def dispatch_batch(tenant: Tenant, events: list[dict], *, actor: str, key_prefix: str = "batch:") -> list[tuple[int, dict]]:
+    """Apply a batch of envelopes, each with its own ``"id"`` idempotency key
+    (API.md, "Batch import"); one ``(status, body)`` per event, in order.
+
+    Runs of consecutive ``fact.asserted`` events are admitted one by one and
+    written together by :func:`facts.ledger.assert_facts` (same rules, bulk
+    queries); any other event goes through :func:`dispatch_once`. An id seen
+    before (in an earlier request or earlier in this batch) gets its first
+    response again; a refused event (4xx) writes nothing and does not stop
+    the others.
+    """
+    keys = [f"{key_prefix}{e['id']}" for e in events]
+    stored = {r.webhook_id: (r.status_code, r.response)
+              for r in WebhookReceipt.objects.filter(tenant=tenant, webhook_id__in=set(keys))}
+    out: list[tuple[int, dict] | None] = [None] * len(events)
+    run: list[tuple[int, Any]] = []  # (index, AssertionInput) waiting to be written together
+    first_index: dict[str, int] = {}
+
+    def flush() -> None:
+        if not run:
+            return
+        with transaction.atomic():
+            results = ledger.assert_facts(tenant=tenant, items=[d for _, d in run], actor=actor)
+            WebhookReceipt.objects.bulk_create([
+                WebhookReceipt(tenant=tenant, webhook_id=keys[i], status_code=200, response=r.as_body())
+                for (i, _), r in zip(run, results)
+            ], ignore_conflicts=True)
+        for (i, _), r in zip(run, results):
+            out[i] = (200, r.as_body())
+        run.clear()
+
+    for i, event in enumerate(events):
+        key = keys[i]
+        if key in stored or key in first_index:
+            continue
+        first_index[key] = i
+        prefix = f"events[{i}]."
+        if isinstance(event, dict) and event.get("type") == "fact.asserted" and "data" in event:
+            try:
+                run.append((i, parse_assertion(event["data"], received_at=timezone.now(), prefix=f"{prefix}data")))
+            except InputError as exc:
+                out[i] = (exc.status, exc.as_body())
+            continue
+        flush()
+        out[i] = dispatch_once(tenant, key, event, actor=actor, prefix=prefix)
+    flush()
+    for i, key in enumerate(keys):
+        if out[i] is None:
+            out[i] = stored[key] if key in stored else out[first_index[key]]
+    return out
+
+
 def _error(status: int, detail: str, field: str | None) -> JsonResponse:
     return JsonResponse({"detail": detail, "field": field}, status=status)
 
