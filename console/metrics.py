@@ -103,7 +103,7 @@ class Metrics:
     def median_answer_text(self) -> str:
         s = self.median_answer_seconds
         if s is None:
-            return "no answers yet"
+            return "—"
         if s < 3600:
             return f"{round(s / 60)} min"
         if s < 48 * 3600:
