@@ -30,7 +30,7 @@ from facts.projection import iso, rows_for_key, source_info
 from facts.resolve import (
     CARDINALITY_MANY, FATE_CONFLICT, FATE_OVERRULED, FATE_PROPOSED, FATE_WINNING, RULE_CARDINALITY_MANY,
     RULE_CORROBORATION, RULE_HIGH_STAKES, RULE_NO_OVERLAP, RULE_SOURCE_RANK, RULE_SYSTEM_OF_RECORD,
-    RULE_TIE_CONFLICT, RULE_VALID_TIME, SEGMENT_VALUE, SOURCE_KINDS, Claim, Resolution, resolve,
+    RULE_TIE_CONFLICT, RULE_VALID_TIME, SEGMENT_CONFLICT, SEGMENT_VALUE, SOURCE_KINDS, Claim, Resolution, resolve,
 )
 
 logger = logging.getLogger(__name__)
@@ -135,7 +135,7 @@ def _transition(before: KeyState, after: KeyState, *, now: datetime, actor: str,
         old_fate = before.resolution.fate.get(claim.id)
         new_fate = after.resolution.fate[claim.id]
         if claim.id in before_ids and old_fate == FATE_WINNING and before.extent(claim.id) != after.extent(claim.id):
-            closer = _closer(after, claim, cause_id)
+            closer = _closer(before, after, claim, cause_id)
             if closer is not None:
                 supersedes.setdefault(closer, []).append(claim.id)
                 rule = RULE_VALID_TIME if after.resolution.superseded_by.get(claim.id) == closer else RULE_SOURCE_RANK
@@ -173,16 +173,24 @@ def _transition(before: KeyState, after: KeyState, *, now: datetime, actor: str,
     return {"conflict_ids": conflict_ids, "supersedes": supersedes}
 
 
-def _closer(after: KeyState, claim: Claim, cause_id: Any) -> Any:
+def _closer(before: KeyState, after: KeyState, claim: Claim, cause_id: Any) -> Any:
     """Who took (part of) ``claim``'s place: the claim that closed it by valid
-    time, else the cause of this write when it now wins where ``claim`` did."""
+    time, else the cause of this write when it now wins where ``claim`` did
+    (a tie that turned ``claim``'s stretch into a conflict replaced nothing)."""
     closer = after.resolution.superseded_by.get(claim.id)
     if closer is not None:
         return closer
     if cause_id is not None and cause_id != claim.id and after.resolution.fate.get(cause_id) == FATE_WINNING:
-        if after.by_id[cause_id].value_key != claim.value_key:
+        if after.by_id[cause_id].value_key != claim.value_key and _stretches_meet(
+                before.extent(claim.id), after.extent(cause_id)):
             return cause_id
     return None
+
+
+def _stretches_meet(a: list[tuple], b: list[tuple]) -> bool:
+    """Whether two lists of ``[start, stop)`` stretches (``None`` = open) overlap."""
+    return any((stop_a is None or start_b < stop_a) and (stop_b is None or start_a < stop_b)
+               for start_a, stop_a in a for start_b, stop_b in b)
 
 
 def _fate_rule(state: KeyState, claim: Claim) -> str:
@@ -515,7 +523,9 @@ def _outcome(before: KeyState, after: KeyState, claim: Claim) -> WriteResult:
     aid = str(claim.id)
     if fate == FATE_PROPOSED:
         return WriteResult(aid, "proposed", RULE_HIGH_STAKES)
-    if fate == FATE_CONFLICT:
+    if fate == FATE_CONFLICT or any(seg.status == SEGMENT_CONFLICT and claim in seg.candidates
+                                    for seg in after.resolution.segments):
+        # In an open tie from its start, even if it holds alone later on.
         return WriteResult(aid, "conflict", RULE_TIE_CONFLICT)
     if fate == FATE_OVERRULED:
         rule = _fate_rule(after, claim)
@@ -529,7 +539,7 @@ def _outcome(before: KeyState, after: KeyState, claim: Claim) -> WriteResult:
     superseded = [
         str(c.id) for c in before.claims
         if before.resolution.fate.get(c.id) == FATE_WINNING and c.value_key != claim.value_key
-        and before.extent(c.id) != after.extent(c.id)
+        and _stretches_meet(before.extent(c.id), after.extent(claim.id))
     ]
     if superseded:
         rule = RULE_VALID_TIME if any(after.resolution.superseded_by.get(c) == claim.id for c in

@@ -279,6 +279,22 @@ def test_high_stakes_tie_cut_by_a_later_claim_is_still_one_conflict(agent):
     assert facts(agent, predicate="billing_address")[0]["conflict_id"] == tie["conflict_id"]
 
 
+def test_tie_that_outlasts_its_rival_is_a_conflict_not_a_supersession(agent, published):
+    # The real DyKnow pair of acting Polish presidents: same start, the
+    # second holds alone after the first ends. Nothing was superseded.
+    agent.api("PUT", "/predicates/office", {"cardinality": "one", "stakes": "high"})
+    first = agent.assert_fact(assertion_data(predicate="office", value="X", kind="system_record",
+                                             valid_from="2010-07-08T00:00:00Z", valid_to="2010-07-09T00:00:00Z"))
+
+    second = agent.assert_fact(assertion_data(predicate="office", value="Y", kind="system_record",
+                                              valid_from="2010-07-08T00:00:00Z", valid_to="2010-08-06T00:00:00Z"))
+
+    assert (second["outcome"], second["supersedes"]) == ("conflict", [])
+    assert second["conflict_id"] == str(Conflict.objects.get(tenant=agent.tenant, status=Conflict.OPEN).id)
+    assert [e.type for e in published if e.type == ev.FACT_SUPERSEDED] == []
+    assert Event.objects.filter(assertion_id=first["assertion_id"], type=ev.FACT_SUPERSEDED).count() == 0
+
+
 def test_low_stakes_tie_is_settled_by_the_later_statement(agent):
     agent.assert_fact(assertion_data(predicate="employer", value="Acme", valid_from="2025-01-01T00:00:00Z",
                                      stated_at="2025-02-01T00:00:00Z"))
