@@ -71,6 +71,8 @@ class KeyState:
     key: FactKey
     claims: list[Claim]
     resolution: Resolution
+    # Set on a multi-valued key loaded for some values only: those value keys.
+    values: set[str] | None = None
 
     @property
     def by_id(self) -> dict[Any, Claim]:
@@ -289,9 +291,17 @@ def _sync_conflicts(state: KeyState, *, now: datetime, actor: str,
 
 def _store_projections(states: dict[int, tuple[KeyState, dict]], info: dict | None = None) -> None:
     """Replace the projection rows of the given keys (key id -> (state,
-    conflict ids)) with one delete and one bulk insert. ``info`` maps
-    assertion id to extractor and evidence; loaded when not given."""
-    CurrentFact.objects.filter(fact_key_id__in=list(states)).delete()
+    conflict ids)) in bulk. A partial state (``KeyState.values`` set)
+    replaces only the rows of its values. ``info`` maps assertion id to
+    extractor and evidence; loaded when not given."""
+    whole = [kid for kid, (state, _) in states.items() if state.values is None]
+    partial = {kid: state.values for kid, (state, _) in states.items() if state.values is not None}
+    CurrentFact.objects.filter(fact_key_id__in=whole).delete()
+    if partial:
+        stale = CurrentFact.objects.filter(fact_key_id__in=list(partial),
+                                           value_key__in={v for vs in partial.values() for v in vs})
+        ids = [pk for pk, kid, vk in stale.values_list("id", "fact_key_id", "value_key") if vk in partial[kid]]
+        CurrentFact.objects.filter(id__in=ids).delete()
     if info is None:
         info = source_info(c.id for state, _ in states.values() for c in state.claims)
     rows = [row for state, conflict_ids in states.values()
@@ -357,19 +367,34 @@ def _locked_keys(tenant: Tenant, idents: set[tuple]) -> dict[tuple, FactKey]:
     return {i: by_id[pk] for i, pk in ids.items()}
 
 
-def _states(keys: Iterable[FactKey], *, now: datetime, policies: PolicyCache) -> tuple[dict[int, KeyState], dict]:
-    """Live claims of many keys in one query: key id -> state, plus the
-    extractor and evidence of every claim (for the projection)."""
+def _states(keys: Iterable[FactKey], *, now: datetime, policies: PolicyCache,
+            values: dict[int, set[str]]) -> tuple[dict[int, KeyState], dict]:
+    """Live claims of many keys: key id -> state, plus the extractor and
+    evidence of every claim loaded (for the projection).
+
+    On a multi-valued key each value resolves on its own (write rule step
+    3), so only the claims with the values being written (``values``: key id
+    -> value keys) are loaded; such a state is partial and its projection is
+    stored per value (see :func:`_store_projections`).
+    """
     keys = {k.id: k for k in keys}
+    policies.prefetch({k.predicate for k in keys.values()})
+    many = {kid for kid, k in keys.items() if policies.get(k.predicate).cardinality == CARDINALITY_MANY}
     grouped: dict[int, list[Claim]] = {kid: [] for kid in keys}
     info: dict[Any, dict] = {}
-    rows = Assertion.objects.filter(fact_key_id__in=list(keys)).filter(live_filter(now)).values(
-        *CLAIM_FIELDS, "extractor", "evidence")
-    for row in rows:
-        grouped[row["fact_key_id"]].append(to_claim(row))
-        info[row["id"]] = {"extractor": row["extractor"], "evidence": row["evidence"]}
-    policies.prefetch({k.predicate for k in keys.values()})
-    states = {kid: KeyState(keys[kid], claims, resolve(claims, policies.get(keys[kid].predicate)))
+    wanted = {vk for kid in many for vk in values[kid]}
+    queries = [Assertion.objects.filter(fact_key_id__in=[k for k in keys if k not in many])]
+    if many:
+        queries.append(Assertion.objects.filter(fact_key_id__in=list(many), value_key__in=wanted))
+    for qs in queries:
+        for row in qs.filter(live_filter(now)).values(*CLAIM_FIELDS, "extractor", "evidence"):
+            kid = row["fact_key_id"]
+            if kid in many and row["value_key"] not in values[kid]:
+                continue
+            grouped[kid].append(to_claim(row))
+            info[row["id"]] = {"extractor": row["extractor"], "evidence": row["evidence"]}
+    states = {kid: KeyState(keys[kid], claims, resolve(claims, policies.get(keys[kid].predicate)),
+                            values=values[kid] if kid in many else None)
               for kid, claims in grouped.items()}
     return states, info
 
@@ -439,7 +464,11 @@ def _record(tenant: Tenant, items: list[AssertionInput], fresh: list[int], actor
     keys = _locked_keys(tenant, {_key_ident(subjects[items[i].subject], items[i]) for i in fresh})
     now = timezone.now()
     policies = PolicyCache(tenant_id=tenant.id, at=now)
-    states, info = _states(keys.values(), now=now, policies=policies)
+    values: dict[int, set[str]] = {}
+    for i in fresh:
+        d = items[i]
+        values.setdefault(keys[_key_ident(subjects[d.subject], d)].id, set()).add(d.value_key)
+    states, info = _states(keys.values(), now=now, policies=policies, values=values)
     conflicted = set(Conflict.objects.filter(fact_key_id__in=list(states)).values_list("fact_key_id", flat=True))
     steps, rows = [], []
     for i in fresh:
@@ -457,7 +486,7 @@ def _record(tenant: Tenant, items: list[AssertionInput], fresh: list[int], actor
         info[claim.id] = {"extractor": d.extractor, "evidence": d.evidence}
         before = states[key.id]
         claims = before.claims + [claim]
-        states[key.id] = KeyState(key, claims, resolve(claims, before.resolution.policy))
+        states[key.id] = KeyState(key, claims, resolve(claims, before.resolution.policy), values=before.values)
         steps.append((i, before, states[key.id], claim))
     Assertion.objects.bulk_create(rows, batch_size=1000)
     log: list[Event] = []
