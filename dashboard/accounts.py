@@ -8,20 +8,15 @@ after ``expires_at``, and recorded in the event log (``login_link.used`` or
 """
 from __future__ import annotations
 
-import hashlib
-import secrets
-from dataclasses import dataclass
-from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
+from facts.access import token_hash
 from facts.models import Event, LoginLink, Subject, SubjectAccount
 
-LOGIN_LINK_SECONDS = 15 * 60
 
 
 class LinkRefused(Exception):
@@ -32,31 +27,6 @@ class LinkRefused(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-@dataclass(frozen=True)
-class MintedLink:
-    url: str
-    expires_at: datetime
-
-
-def token_hash(token: str) -> str:
-    """SHA-256 hex of a raw link token (what :class:`LoginLink` stores)."""
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-def mint_login_link(*, subject: Subject, actor: str, seconds: int = LOGIN_LINK_SECONDS) -> MintedLink:
-    """Create a one-time sign-in link to ``subject``'s dashboard, valid for
-    ``seconds``, and record ``login_link.created``. Same shape as
-    ``POST /api/v1/subjects/<id>/login-link`` (API.md, "Writes")."""
-    token = secrets.token_urlsafe(32)
-    now = timezone.now()
-    with transaction.atomic():
-        link = LoginLink.objects.create(tenant_id=subject.tenant_id, subject=subject, created_at=now,
-                                        token_hash=token_hash(token), expires_at=now + timedelta(seconds=seconds))
-        Event.objects.create(tenant_id=subject.tenant_id, subject=subject, type="login_link.created", actor=actor,
-                             at=now, data={"login_link_id": link.id})
-    return MintedLink(url=f"{settings.MEMORYUI_PUBLIC_URL}/login/{token}/", expires_at=link.expires_at)
 
 
 def peek_login_link(*, token: str) -> Subject:

@@ -7,29 +7,25 @@ bodies is given with ``openapi_extra``.
 """
 from __future__ import annotations
 
-import hashlib
-import secrets
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Router
 from ninja.security import HttpBearer
 
 from facts import ledger, queries
+from facts.access import mint_login_link
 from facts.errors import NotFound
 from facts.inputs import InputError, parse_json_body, parse_scope, parse_time, parse_uuid
-from facts.models import Event, LoginLink, PredicatePolicy, Tenant
+from facts.models import PredicatePolicy, Tenant
 from facts.policy import CATALOGUE, policy_view_at, ranking_at
 from facts.projection import iso
 from facts.tenants import tenant_for_api_key
 from facts.webhooks import dispatch_batch
 
 BATCH_LIMIT = 1000
-LOGIN_LINK_SECONDS = 15 * 60
 
 
 class TenantKey(HttpBearer):
@@ -137,16 +133,8 @@ def delete_subject(request, subject: str):
 
 @router.post("/subjects/{subject}/login-link", summary="One-time sign-in link to the person's dashboard")
 def post_login_link(request, subject: str):
-    record = queries.get_subject(tenant=request.auth, external_id=subject)
-    token = secrets.token_urlsafe(32)
-    now = timezone.now()
-    with transaction.atomic():
-        link = LoginLink.objects.create(tenant=request.auth, subject=record, created_at=now,
-                                        token_hash=hashlib.sha256(token.encode()).hexdigest(),
-                                        expires_at=now + timedelta(seconds=LOGIN_LINK_SECONDS))
-        Event.objects.create(tenant=request.auth, subject=record, type="login_link.created", actor=_actor(request),
-                             at=now, data={"login_link_id": link.id})
-    return {"url": f"{settings.MEMORYUI_PUBLIC_URL}/login/{token}/", "expires_at": iso(link.expires_at)}
+    link = mint_login_link(subject=queries.get_subject(tenant=request.auth, external_id=subject), actor=_actor(request))
+    return {"url": link.url, "expires_at": iso(link.expires_at)}
 
 
 # --------------------------------------------------------------------------- policy

@@ -3,7 +3,7 @@ one-time sign-in link to each person's dashboard (what an agent backend gets
 from ``POST /api/v1/subjects/<id>/login-link``)."""
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard.accounts import LOGIN_LINK_SECONDS, mint_login_link
+from facts.access import LOGIN_LINK_SECONDS, mint_login_link
 from facts.models import Subject
 
 
