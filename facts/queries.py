@@ -288,6 +288,8 @@ def _link_supersession(versions: list[dict]) -> None:
             nxt["supersedes"].append(earlier["assertion_id"])
             if earlier["status"] == "ended":
                 earlier["status"] = "superseded"
+                for source in earlier["sources"]:
+                    source["status"] = "superseded"
 
 
 # --------------------------------------------------------------------------- export

@@ -71,6 +71,7 @@ def test_employer_change_is_a_version_history_not_a_conflict(agent):
     assert (then["value"], then["valid_to"], then["asserted_valid_to"]) == ("Acme", "2023-06-01T00:00:00Z", None)
     versions = history(agent, "employer")
     assert [(v["value"], v["status"]) for v in versions] == [("Acme", "superseded"), ("Globex", "current")]
+    assert [[s["status"] for s in v["sources"]] for v in versions] == [["superseded"], ["current"]]
     assert versions[0]["superseded_by"] == new["assertion_id"]
     assert versions[1]["supersedes"] == [old["assertion_id"]]
     assert Conflict.objects.filter(tenant=agent.tenant).count() == 0
