@@ -387,7 +387,7 @@ def _locked_keys(tenant: Tenant, idents: set[tuple]) -> dict[tuple, FactKey]:
 
 
 def _states(keys: Iterable[FactKey], *, now: datetime, policies: PolicyCache,
-            values: dict[int, set[str]]) -> tuple[dict[int, KeyState], dict]:
+            values: dict[int, set[str]] | None = None) -> tuple[dict[int, KeyState], dict]:
     """Live claims of many keys: key id -> state, plus the extractor and
     evidence of every claim loaded (for the projection).
 
@@ -398,7 +398,8 @@ def _states(keys: Iterable[FactKey], *, now: datetime, policies: PolicyCache,
     """
     keys = {k.id: k for k in keys}
     policies.prefetch({k.predicate for k in keys.values()})
-    many = {kid for kid, k in keys.items() if policies.get(k.predicate).cardinality == CARDINALITY_MANY}
+    many = {kid for kid, k in keys.items()
+            if values is not None and policies.get(k.predicate).cardinality == CARDINALITY_MANY}
     grouped: dict[int, list[Claim]] = {kid: [] for kid in keys}
     info: dict[Any, dict] = {}
     wanted = {vk for kid in many for vk in values[kid]}
@@ -611,12 +612,23 @@ def _overlaps(a: Claim, b: Claim, state: KeyState) -> bool:
 
 def _recompute(key_ids: Iterable[int], *, now: datetime, actor: str, mutate) -> None:
     """Lock ``key_ids`` in order, take their state, run ``mutate()`` (the
-    lifecycle update), then commit each key's new state."""
+    lifecycle update), then commit every key's new state in bulk."""
     keys = _lock_keys(key_ids)
-    before = {k.id: _state(k, now=now) for k in keys}
+    if not keys:
+        mutate()
+        return
+    policies = PolicyCache(tenant_id=keys[0].tenant_id, at=now)
+    before, _ = _states(keys, now=now, policies=policies)
     mutate()
+    after, info = _states(keys, now=now, policies=policies)
+    conflicted = set(Conflict.objects.filter(fact_key_id__in=list(after)).values_list("fact_key_id", flat=True))
+    log: list[Event] = []
+    conflict_ids = {}
     for key in keys:
-        _commit_key(before[key.id], _state(key, now=now), now=now, actor=actor)
+        out = _transition(before[key.id], after[key.id], now=now, actor=actor, log=log, conflicted=conflicted)
+        conflict_ids[key.id] = out["conflict_ids"]
+    _copy_insert(Event, log)
+    _store_projections({kid: (state, conflict_ids[kid]) for kid, state in after.items()}, info)
 
 
 def retract(*, tenant: Tenant, assertion_ids: list[str] | None = None, subject: str | None = None,
@@ -671,23 +683,21 @@ def unretract(*, tenant: Tenant, batch_id: uuid.UUID, actor: str) -> int:
         def mutate() -> None:
             # A restored assertion is a new belief from now: the original row
             # keeps its retraction; a copy is recorded now (payload unchanged).
-            for t in targets:
-                original = Assertion.objects.get(id=t["id"])
-                Assertion.objects.filter(id=original.id).update(revocation_batch=None)
-                copy = Assertion.objects.get(id=original.id)
-                copy.pk = uuid.uuid4()
-                copy.recorded_at = now
-                copy.retracted_at = None
-                copy.retraction_reason = ""
-                copy.retracted_by = ""
-                copy.revocation_batch = None
-                copy.payload_hash = f"restored:{original.id}"
-                copy.actor = actor
-                copy.save(force_insert=True)
-                Event.objects.create(tenant=tenant, subject_id=t["subject_id"], fact_key_id=t["fact_key_id"],
-                                     assertion_id=copy.pk, type="fact.restored", rule="revocation-undo", actor=actor,
-                                     before=[str(original.id)], after=[str(copy.pk)], at=now,
-                                     data={"batch_id": str(batch_id)})
+            originals = list(Assertion.objects.filter(id__in=[t["id"] for t in targets]))
+            copies, log = [], []
+            for original in originals:
+                copy = Assertion(**{f.attname: getattr(original, f.attname) for f in Assertion._meta.concrete_fields})
+                copy.id, copy.recorded_at, copy.actor = uuid.uuid4(), now, actor
+                copy.retracted_at, copy.retraction_reason, copy.retracted_by = None, "", ""
+                copy.revocation_batch, copy.payload_hash = None, f"restored:{original.id}"
+                copies.append(copy)
+                log.append(_event(None, tenant_id=tenant.id, subject_id=original.subject_id, type="fact.restored",
+                                  at=now, actor=actor, assertion_id=copy.id, rule="revocation-undo",
+                                  before=[str(original.id)], after=[str(copy.id)], data={"batch_id": str(batch_id)},
+                                  fact_key_id=original.fact_key_id))
+            Assertion.objects.filter(id__in=[o.id for o in originals]).update(revocation_batch=None)
+            _copy_insert(Assertion, copies)
+            _copy_insert(Event, log)
 
         _recompute({t["fact_key_id"] for t in targets}, now=now, actor=actor, mutate=mutate)
         return len(targets)
