@@ -70,6 +70,51 @@ def write_path(*, tenant, histories: Sequence[SubjectHistory], profile: bool = T
     return result
 
 
+def batch_path(*, tenant, histories: Sequence[SubjectHistory], batch_size: int) -> dict:
+    """Send ``histories`` through ``dispatch_batch`` (what the batch
+    endpoint runs), ``batch_size`` events per call, counting queries per
+    event by statement shape; the second half again under pyinstrument.
+    Returns like :func:`write_path`, or ``{"skipped": ...}`` when the
+    product has no ``dispatch_batch``."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from facts import webhooks
+
+    dispatch_batch = getattr(webhooks, "dispatch_batch", None)
+    if dispatch_batch is None:
+        return {"skipped": "facts.webhooks has no dispatch_batch: the batch endpoint runs the per-event path"}
+    batches, current = [], []
+    for h in histories:
+        if current and len(current) + len(h.events) > batch_size:
+            batches.append(current)
+            current = []
+        current.extend({"id": e.id, **e.envelope} for e in h.events)
+    if current:
+        batches.append(current)
+    half = max(1, len(batches) // 2)
+    events = sum(len(b) for b in batches[:half])
+    started = time.perf_counter()
+    with CaptureQueriesContext(connection) as ctx:
+        for b in batches[:half]:
+            dispatch_batch(tenant, b, actor="bench:profile")
+    seconds = time.perf_counter() - started
+    result = {"events": events, "batches": half, "queries_per_event": round(len(ctx.captured_queries) / max(1, events), 2),
+              "queries_per_batch": round(len(ctx.captured_queries) / half, 1),
+              "seconds_per_event": round(seconds / max(1, events), 5),
+              "statements": _breakdown(ctx.captured_queries, max(1, events))[:25], "profile": None}
+    if batches[half:]:
+        from pyinstrument import Profiler
+
+        profiler = Profiler(interval=0.0005)
+        profiler.start()
+        for b in batches[half:]:
+            dispatch_batch(tenant, b, actor="bench:profile")
+        profiler.stop()
+        result["profile"] = profiler.output_text(unicode=False, color=False, show_all=False)
+    return result
+
+
 def read_queries(*, api_key: str, subject: str, history_key: tuple[str, str, str], valid_at: datetime,
                  known_at: datetime) -> dict:
     """Queries per read endpoint for one subject (in process, Django's test

@@ -160,8 +160,12 @@ def console_table(results: dict) -> str:
                          f"({real['batch']['assertions']:,} assertions, outcomes {real['batch']['outcomes']})")
     w = _get(results, "profile", "write_path")
     if w:
-        lines.append(f"\nwrite path: {w['queries_per_event']} queries per event, "
+        lines.append(f"\nwebhook write path: {w['queries_per_event']} queries per event, "
                      f"{w['seconds_per_event'] * 1000:.1f} ms per event in process")
+    b = _get(results, "profile", "batch_path")
+    if b and "skipped" not in b:
+        lines.append(f"batch write path: {b['queries_per_event']} queries per event ({b['queries_per_batch']} per "
+                     f"batch), {b['seconds_per_event'] * 1000:.2f} ms per event in process")
     lines.append(f"\n== targets ({TARGETS_SIZE_NOTE}) ==")
     for t in results.get("targets", []):
         lines.append(f"{_verdict(t['pass']):4}  {t['target']}: {_fmt(t['value'], 2)} (at {t['at']}) {t.get('note', '')}")
@@ -216,9 +220,16 @@ def findings(results: dict) -> list[str]:
     """Hotspots read off the measurements: the costliest statements per
     event, plans with sequential scans, reads whose query count is high."""
     out = []
+    b = _get(results, "profile", "batch_path")
+    if b and "skipped" not in b:
+        out.append(f"- Batch write path (`dispatch_batch`): **{b['queries_per_event']} queries per event** "
+                   f"({b['queries_per_batch']} per batch of about {b['events'] // max(1, b['batches'])}), "
+                   f"{b['seconds_per_event'] * 1000:.2f} ms per event in process. Costliest statement shapes:")
+        for s in b["statements"][:8]:
+            out.append(f"  - {s['per_event']}/event, {s['total_ms']} ms: `{s['statement'][:140]}`")
     w = _get(results, "profile", "write_path")
     if w:
-        out.append(f"- Write path: **{w['queries_per_event']} queries per event**, "
+        out.append(f"- Per-event write path (signed webhook, `dispatch_once`): **{w['queries_per_event']} queries per event**, "
                    f"{w['seconds_per_event'] * 1000:.1f} ms per event in process "
                    f"(measured on {w['events']} events at {_fmt(_get(results, 'profile', 'stored'))} stored). "
                    "Costliest statement shapes (per event, total ms over the sample):")

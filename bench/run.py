@@ -129,6 +129,11 @@ class Bench:
         for slug in (TENANT, DASHBOARD_TENANT):
             register_predicates(tenant=self.tenants[slug], predicates=PREDICATES)
         baseline.create(self.url)
+        # Import every view now: the runner's in-process code is then the
+        # code gunicorn loaded, even if the working tree changes mid-run.
+        from django.urls import get_resolver
+
+        get_resolver().url_patterns
         self._flush_broker()
         log_dir = self.args.results_dir
         self.web, self.base_url = server.start_web(workers=self.args.web_workers, log_dir=log_dir)
@@ -445,8 +450,11 @@ class Bench:
 
         tenant = self.tenants[TENANT]
         hs = self.take(600)
-        log(f"profiling the write path on {sum(len(h.events) for h in hs)} events")
+        log(f"profiling the webhook write path on {sum(len(h.events) for h in hs)} events")
         write = profiling.write_path(tenant=tenant, histories=hs)
+        batch_hs = self.take(2000)
+        log(f"profiling the batch write path on {sum(len(h.events) for h in batch_hs)} events")
+        batch = profiling.batch_path(tenant=tenant, histories=batch_hs, batch_size=self.args.batch_size)
         subject, key = self.read_plan()[0]
         known_at = self.known_at()
         reads = profiling.read_queries(api_key=self.creds[TENANT].api_key, subject=subject, history_key=key,
@@ -456,10 +464,31 @@ class Bench:
         read_profile = profiling.read_profile(api_key=self.creds[TENANT].api_key, paths=[
             profiling.read_paths(subject=s, history_key=k, valid_at=PAST_VALID_AT, known_at=known_at)["facts_now"]
             for s, k in sample])
-        return {"write_path": write, "read_queries": reads, "plans": plans, "facts_now_profile": read_profile,
+        return {"write_path": write, "batch_path": batch, "read_queries": reads, "plans": plans, "facts_now_profile": read_profile,
                 "stored": database.stored_assertions(self.url)}
 
     # ------------------------------------------------------------------ all
+
+    def _dashboard(self) -> dict:
+        self.load_dashboard_users()
+        return self.measure_dashboard(size_label(self.args.size_list[-1]))
+
+    def step(self, name: str, func) -> None:
+        """``results[name] = func()``; an exception becomes a note (with its
+        type and message) so the figures measured so far are still written."""
+        try:
+            self.results[name] = func()
+        except Exception as exc:  # noqa: BLE001 - reported, never swallowed silently
+            message = f"{name} failed: {type(exc).__name__}: {exc}"
+            log(message)
+            self.results["notes"].append(message)
+        self.save()
+
+    def save(self) -> None:
+        """Write the results so far (``results.json.tmp``): a run that dies
+        late keeps what it measured."""
+        path = self.args.results_dir / "results.json.tmp"
+        path.write_text(json.dumps(self.results, indent=1, default=str) + "\n")
 
     def run(self) -> dict:
         from bench import report
@@ -473,13 +502,14 @@ class Bench:
             sizes = self.args.size_list
             for size in sizes:
                 self.results["sizes"].append(self.run_size(size))
-            # On the largest store: the dashboard's heavy users, then real data.
-            self.load_dashboard_users()
-            self.results["dashboard"] = self.measure_dashboard(size_label(sizes[-1]))
+                self.save()
+            # On the largest store: the dashboard's heavy users, then real
+            # data, then the profile. A failure in one is noted, not fatal.
+            self.step("dashboard", self._dashboard)
             if self.args.real_slice > 0:
-                self.results["real_data"] = self.measure_real()
+                self.step("real_data", self.measure_real)
             if not self.args.no_profile:
-                self.results["profile"] = self.profile()
+                self.step("profile", self.profile)
             self.results["stored_at_end"] = database.stored_assertions(self.url)
         finally:
             self.teardown()
@@ -497,6 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     path = args.results_dir / "results.json"
     path.write_text(json.dumps(results, indent=1, default=str) + "\n")
     report.write_report(results, args.results_dir)
+    (args.results_dir / "results.json.tmp").unlink(missing_ok=True)
     print(report.console_table(results))
     log(f"results in {path} and {args.results_dir / 'REPORT.md'}")
     return 0
