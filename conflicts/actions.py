@@ -366,9 +366,15 @@ def _confirmation_text(prompt: ClarificationPrompt, plan: _Plan, now: datetime) 
     chosen = plan.value
     if plan.action == "kept":
         chosen = next((o["value"] for o in prompt.options if o["kind"] == "confirm"), None)
+    since, until = prompt.valid_from, prompt.valid_to
+    if prompt.kind == ClarificationPrompt.KIND_PROPOSAL:
+        # The value held until now has its own start, not the proposal's.
+        kept = [o["assertion_id"] for o in prompt.options if o["kind"] == "keep" and o.get("assertion_id")]
+        since = Assertion.objects.filter(pk__in=kept).order_by("valid_from").values_list(
+            "valid_from", flat=True).first() or since
+        until = None
     return prompts.confirmation(action=plan.action, before=_before_values(prompt), chosen=chosen,
-                                since=prompt.valid_from, until=prompt.valid_to, today=now, entity=key.entity,
-                                predicate=key.predicate)
+                                since=since, until=until, today=now, entity=key.entity, predicate=key.predicate)
 
 
 def _lock_prompt(*, tenant: Tenant, prompt_id: str) -> ClarificationPrompt:

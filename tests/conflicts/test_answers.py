@@ -93,6 +93,8 @@ def test_a_proposal_asks_to_confirm_and_confirming_applies_the_change(agent, ask
     assert (prompt.kind, prompt.stakes) == ("proposal", "high")
     assert response.status_code == 200
     assert [f["value"] for f in facts] == ["card ending 2222"]
+    # The old card was held since its own start (March), not the change's (June).
+    assert response.json()["confirmation"].startswith("I had card ending 1111 since March")
 
 
 def test_keeping_the_old_value_retracts_the_proposal(agent, ask):
