@@ -335,7 +335,7 @@ def _activity_text(event: Event, facts: dict) -> tuple[str, str, str | None]:
     outcome = (event.data or {}).get("outcome", "")
     if event.type == "fact.asserted":
         if erased or fact is None:
-            return "learned", "Learned something you later asked me to forget.", None
+            return "learned", "Learned something that has since been forgotten.", None
         how = badge({"kind": fact["source_kind"], "id": fact["source_id"]})["text"]
         if outcome == "proposed":
             return "asked", f"Learned {what}, {how}; it waits for your confirmation.", link

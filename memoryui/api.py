@@ -13,8 +13,57 @@ from facts.api import router as facts_router
 from facts.errors import NotFound, StateConflict
 from facts.inputs import InputError
 
-api = NinjaAPI(title="memoryui", version="1", urls_namespace="api-v1", openapi_url="/openapi.json",
-               docs_url="/docs", description="Memory-transparency service for AI assistants: see API.md.")
+_ERROR = {"type": "object", "properties": {"detail": {"type": "string"}, "field": {"type": ["string", "null"]}}}
+_SIGNATURE_HEADERS = [
+    {"name": "webhook-id", "in": "header", "required": True, "schema": {"type": "string"},
+     "description": "Idempotency key: a replay gets the first response again."},
+    {"name": "webhook-timestamp", "in": "header", "required": True, "schema": {"type": "string"},
+     "description": "Unix seconds; outside 5 minutes of the server's clock is 401."},
+    {"name": "webhook-signature", "in": "header", "required": True, "schema": {"type": "string"},
+     "description": "v1,<base64 HMAC-SHA256 of '{id}.{timestamp}.{body}'> with the tenant's whsec_ secret "
+                    "(space-separated list during rotation)."},
+]
+INBOUND_WEBHOOK = {
+    "post": {
+        "operationId": "facts_webhooks_inbound",
+        "summary": "Inbound signed webhook (Standard Webhooks): fact.asserted, fact.retracted, clarification.answered",
+        "tags": ["webhooks"],
+        "parameters": [{"name": "tenant_slug", "in": "path", "required": True, "schema": {"type": "string"}},
+                       *_SIGNATURE_HEADERS],
+        "requestBody": {"required": True, "content": {"application/json": {
+            "schema": {"type": "object", "required": ["type", "data"], "properties": {
+                "type": {"enum": ["fact.asserted", "fact.retracted", "clarification.answered"]},
+                "timestamp": {"type": "string", "format": "date-time"},
+                "data": {"type": "object"}}},
+            "example": {"type": "fact.asserted", "timestamp": "2026-03-02T09:15:00Z", "data": {
+                "subject": "u-1842", "predicate": "city_of_residence", "value": "Berlin",
+                "valid_from": "2026-03-01T00:00:00Z",
+                "source": {"kind": "user_statement", "id": "msg-7731", "extractor": "chat-extractor@2.3"}}}}}},
+        "responses": {
+            "200": {"description": "The write's outcome (API.md, 'Response to every event')"},
+            **{code: {"description": why, "content": {"application/json": {"schema": _ERROR}}} for code, why in (
+                ("400", "malformed JSON or payload; `field` names the culprit"),
+                ("401", "missing, wrong or stale signature"),
+                ("404", "unknown tenant, or an id not in this tenant"),
+                ("409", "the prompt was answered already or expired"),
+                ("413", "body over the size limit"))},
+        },
+    }
+}
+
+
+class MemoryuiAPI(NinjaAPI):
+    """The API, whose OpenAPI also describes the inbound webhook endpoint
+    (a plain Django view outside ``/api/v1``, since its body is signed)."""
+
+    def get_openapi_schema(self, *, path_prefix=None, path_params=None):
+        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        schema["paths"]["/webhooks/{tenant_slug}/"] = INBOUND_WEBHOOK
+        return schema
+
+
+api = MemoryuiAPI(title="memoryui", version="1", urls_namespace="api-v1", openapi_url="/openapi.json",
+                  docs_url="/docs", description="Memory-transparency service for AI assistants: see API.md.")
 api.add_router("", facts_router)
 api.add_router("", conflicts_router)
 

@@ -24,11 +24,15 @@ def embedded_database_url() -> str:
 
     Raises ``RuntimeError`` if the server does not come up.
     """
-    import pgserver  # imported lazily: only the zero-setup run needs it
+    import warnings
 
     data_dir = VAR_DIR / "postgres"
     data_dir.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(str(data_dir), cleanup_mode=None)
+    with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset: harmless here
+        warnings.simplefilter("ignore")
+        import pgserver  # imported lazily: only the zero-setup run needs it
+
+        server = pgserver.get_server(str(data_dir), cleanup_mode=None)
     database = "memoryui"
     exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{database}';")
     if "(1 row)" not in exists:
