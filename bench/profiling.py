@@ -19,6 +19,14 @@ _LITERALS = re.compile(r"'(?:[^']|'')*'|\b\d+(?:\.\d+)?\b")
 _IN_LISTS = re.compile(r"IN \((?:%s|\?|[^()]*)\)")
 
 
+def profile_text(profiler) -> str:
+    """The call tree of a finished profiler as plain text, without the
+    banner and the "Profile at <path>" line (no machine paths in results)."""
+    lines = profiler.output_text(unicode=False, color=False, show_all=False).splitlines()
+    start = next((i + 1 for i, line in enumerate(lines) if line.startswith("Profile at")), 0)
+    return "\n".join(lines[start:]).strip("\n")
+
+
 def statement_shape(sql: str) -> str:
     """A statement with literals and IN-lists folded, so that the same query
     with other parameters counts as one shape; cut to 160 characters."""
@@ -66,7 +74,7 @@ def write_path(*, tenant, histories: Sequence[SubjectHistory], profile: bool = T
         for e in events[half:]:
             dispatch_once(tenant, f"batch:{e.id}", e.envelope, actor="bench:profile")
         profiler.stop()
-        result["profile"] = profiler.output_text(unicode=False, color=False, show_all=False)
+        result["profile"] = profile_text(profiler)
     return result
 
 
@@ -111,7 +119,7 @@ def batch_path(*, tenant, histories: Sequence[SubjectHistory], batch_size: int) 
         for b in batches[half:]:
             dispatch_batch(tenant, b, actor="bench:profile")
         profiler.stop()
-        result["profile"] = profiler.output_text(unicode=False, color=False, show_all=False)
+        result["profile"] = profile_text(profiler)
     return result
 
 
@@ -149,7 +157,7 @@ def read_profile(*, api_key: str, paths: Sequence[str]) -> str:
     for path in paths:
         client.get(path, headers=headers)
     profiler.stop()
-    return profiler.output_text(unicode=False, color=False, show_all=False)
+    return profile_text(profiler)
 
 
 def read_paths(*, subject: str, history_key: tuple[str, str, str], valid_at: datetime,

@@ -494,7 +494,7 @@ class Bench:
         from bench import report
 
         started = time.time()
-        self.results["config"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(self.args).items()}
+        self.results["config"] = {k: (_relative(v) if isinstance(v, Path) else v) for k, v in vars(self.args).items()}
         self.results["started_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
         self.results["machine"] = report.machine()
         self.setup()
@@ -517,6 +517,16 @@ class Bench:
         return self.results
 
 
+def _relative(path: Path) -> str:
+    """``path`` relative to the project root when it is inside it (results
+    carry no machine paths)."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        return str(path.resolve().relative_to(root))
+    except ValueError:
+        return str(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     from bench import report
 
@@ -529,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
     report.write_report(results, args.results_dir)
     (args.results_dir / "results.json.tmp").unlink(missing_ok=True)
     print(report.console_table(results))
-    log(f"results in {path} and {args.results_dir / 'REPORT.md'}")
+    log(f"results in {_relative(path)} and {_relative(args.results_dir / 'REPORT.md')}")
     return 0
 
 
