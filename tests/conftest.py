@@ -4,7 +4,6 @@ API client. Tests run against the real PostgreSQL and Redis named by
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -81,3 +80,8 @@ def agent(db) -> TenantClient:
 @pytest.fixture
 def other_agent(db) -> TenantClient:
     return make_tenant_client()
+
+
+# One session-wide browser for every browser test (a second sync Playwright
+# in the same session would find the first one's event loop running).
+from tests.dashboard.browser import chromium, no_js_page, page  # noqa: E402,F401  (fixtures)

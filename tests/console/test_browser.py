@@ -12,7 +12,7 @@ from console.models import StaffMembership
 from facts.models import Assertion
 from tests.conflicts.conftest import private_queue  # noqa: F401  (fixture)
 from tests.console.factories import MembershipFactory, proposal_task
-from tests.dashboard.browser import chromium, page, shot, sign_in  # noqa: F401  (fixtures)
+from tests.dashboard.browser import shot, sign_in
 from tests.dashboard.conftest import make_person, seed_life
 from tests.factories import assertion_data
 

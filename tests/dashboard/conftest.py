@@ -59,7 +59,6 @@ def neighbour(agent) -> Person:
     return make_person(agent, name="Jon")
 
 
-from tests.dashboard.browser import chromium, no_js_page, page  # noqa: E402,F401  (fixtures)
 
 
 def seed_life(person: Person) -> dict:
