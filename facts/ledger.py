@@ -39,6 +39,9 @@ logger = logging.getLogger(__name__)
 # they get a follow-up (write rule step 4).
 FOLLOWUP_KINDS = ("user_statement", "correction")
 
+# Keys rebuilt per transaction by rebuild_projection.
+REBUILD_CHUNK = 500
+
 OUTCOMES = ("created", "corroborated", "duplicate", "superseded_existing", "overruled", "proposed", "conflict",
             "retracted", "answered", "erased")
 
@@ -92,13 +95,6 @@ def _lock_keys(key_ids: Iterable[int]) -> list[FactKey]:
     return list(FactKey.objects.select_for_update().filter(pk__in=set(key_ids)).order_by("pk"))
 
 
-def _state(key: FactKey, *, now: datetime, policies: PolicyCache | None = None) -> KeyState:
-    rows = Assertion.objects.filter(fact_key=key).filter(live_filter(now)).values(*CLAIM_FIELDS)
-    claims = [to_claim(r) for r in rows]
-    policies = policies or PolicyCache(tenant_id=key.tenant_id, at=now)
-    return KeyState(key, claims, resolve(claims, policies.get(key.predicate)))
-
-
 def _copy_insert(model, objs: list) -> None:
     """Insert model instances with PostgreSQL ``COPY`` (the bulk write path).
 
@@ -129,16 +125,6 @@ def _event(key: FactKey | None, *, tenant_id: int, subject_id: int | None, type:
         assertion_id=assertion_id, type=type, rule=rule,
         actor=actor, before=before or [], after=after or [], payload_hash=payload_hash, data=data or {}, at=at,
     )
-
-
-def _commit_key(before: KeyState, after: KeyState, *, now: datetime, actor: str, cause_id: Any = None) -> dict:
-    """Write rule step 8 for one key: :func:`_transition`, then store its
-    events and the key's projection."""
-    log: list[Event] = []
-    out = _transition(before, after, now=now, actor=actor, cause_id=cause_id, log=log)
-    Event.objects.bulk_create(log)
-    _store_projections({after.key.id: (after, out["conflict_ids"])})
-    return out
 
 
 def _transition(before: KeyState, after: KeyState, *, now: datetime, actor: str, cause_id: Any = None,
@@ -806,23 +792,28 @@ def set_source_ranking(*, tenant: Tenant, ranking: list[str], actor: str) -> dic
 
 
 def _rerun(tenant: Tenant, keys, *, now: datetime, actor: str) -> dict:
-    """Recompute ``keys`` under the policy in force at ``now``; the previous
-    state is the projection as stored (computed under the old policy)."""
-    summary = {"keys": 0, "changed": 0, "conflicts_opened": 0, "proposals": 0}
+    """Recompute ``keys`` under the policy in force at ``now`` against the
+    policy just before it, in bulk; returns the change summary."""
+    locked = _lock_keys(keys.values_list("pk", flat=True))
     previous = PolicyCache(tenant_id=tenant.id, at=now - timezone.timedelta(microseconds=1))
-    current = PolicyCache(tenant_id=tenant.id, at=now)
-    for key in _lock_keys(keys.values_list("pk", flat=True)):
-        rows = Assertion.objects.filter(fact_key=key).filter(live_filter(now)).values(*CLAIM_FIELDS)
-        claims = [to_claim(r) for r in rows]
-        before = KeyState(key, claims, resolve(claims, previous.get(key.predicate)))
-        after = KeyState(key, claims, resolve(claims, current.get(key.predicate)))
-        opened_before = Conflict.objects.filter(fact_key=key, status=Conflict.OPEN).count()
-        _commit_key(before, after, now=now, actor=actor)
-        summary["keys"] += 1
-        summary["changed"] += before.resolution.segments != after.resolution.segments
-        summary["conflicts_opened"] += max(0, Conflict.objects.filter(fact_key=key, status=Conflict.OPEN).count() - opened_before)
-        summary["proposals"] += sum(1 for f in after.resolution.fate.values() if f == FATE_PROPOSED)
-    return summary
+    after, info = _states(locked, now=now, policies=PolicyCache(tenant_id=tenant.id, at=now))
+    open_conflicts = Conflict.objects.filter(fact_key_id__in=list(after), status=Conflict.OPEN)
+    opened_before = open_conflicts.count()
+    conflicted = set(Conflict.objects.filter(fact_key_id__in=list(after)).values_list("fact_key_id", flat=True))
+    log: list[Event] = []
+    conflict_ids, changed = {}, 0
+    for kid, state in after.items():
+        before = KeyState(state.key, state.claims, resolve(state.claims, previous.get(state.key.predicate)))
+        changed += before.resolution.segments != state.resolution.segments
+        out = _transition(before, state, now=now, actor=actor, log=log, conflicted=conflicted)
+        conflict_ids[kid] = out["conflict_ids"]
+    _copy_insert(Event, log)
+    _store_projections({kid: (state, conflict_ids[kid]) for kid, state in after.items()}, info)
+    return {
+        "keys": len(after), "changed": changed,
+        "conflicts_opened": max(0, open_conflicts.count() - opened_before),
+        "proposals": sum(1 for s in after.values() for f in s.resolution.fate.values() if f == FATE_PROPOSED),
+    }
 
 
 # --------------------------------------------------------------------------- projection maintenance
@@ -836,16 +827,21 @@ def rebuild_projection(*, tenant: Tenant | None = None, key_ids: Iterable[int] |
         keys = keys.filter(tenant=tenant)
     if key_ids is not None:
         keys = keys.filter(pk__in=list(key_ids))
-    count = 0
-    for key_id in keys.values_list("pk", flat=True).iterator():
+    ids = list(keys.order_by("pk").values_list("pk", flat=True))
+    for start in range(0, len(ids), REBUILD_CHUNK):
         with transaction.atomic():
-            (key,) = _lock_keys([key_id])
+            locked = _lock_keys(ids[start:start + REBUILD_CHUNK])
+            by_tenant: dict[int, list[FactKey]] = {}
+            for key in locked:
+                by_tenant.setdefault(key.tenant_id, []).append(key)
             now = timezone.now()
-            state = _state(key, now=now)
-            conflict_ids = {c.valid_from: c.id for c in Conflict.objects.filter(fact_key=key, status=Conflict.OPEN)}
-            _store_projections({key.id: (state, conflict_ids)})
-        count += 1
-    return count
+            for tenant_id, group in by_tenant.items():
+                states, info = _states(group, now=now, policies=PolicyCache(tenant_id=tenant_id, at=now))
+                open_ids: dict[int, dict] = {kid: {} for kid in states}
+                for c in Conflict.objects.filter(fact_key_id__in=list(states), status=Conflict.OPEN):
+                    open_ids[c.fact_key_id][c.valid_from] = c.id
+                _store_projections({kid: (state, open_ids[kid]) for kid, state in states.items()}, info)
+    return len(ids)
 
 
 __all__ = [
