@@ -151,17 +151,13 @@ def context(*, tenant: Tenant, external_id: str) -> dict:
     now = timezone.now()
     subject = get_subject(tenant=tenant, external_id=external_id)
     facts, withheld, seen = [], [], set()
-    rows = current_rows(subject=subject, valid_at=now, statuses=("value", "conflict", "proposed"))
-    proposed = set()
-    for row in rows:
-        ident = (row.entity, row.predicate, _scope_text(row.scope_kind, row.scope_key))
-        if row.status == "proposed":
-            proposed.add(ident)
+    rows = current_rows(subject=subject, valid_at=now)
+    # A pending proposal is withheld whatever valid time it starts at.
     pending = (
         CurrentFact.objects.filter(tenant=tenant, subject=subject, status="proposed")
         .values_list("entity", "predicate", "scope_kind", "scope_key")
     )
-    proposed |= {(e, p, _scope_text(k, s)) for e, p, k, s in pending}
+    proposed = {(e, p, _scope_text(k, s)) for e, p, k, s in pending}
     for row in rows:
         ident = (row.entity, row.predicate, _scope_text(row.scope_kind, row.scope_key))
         if row.status == "conflict":
