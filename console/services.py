@@ -25,8 +25,8 @@ from facts import ledger
 from facts.claims import live_claims_by_key
 from facts.errors import NotFound, StateConflict
 from facts.inputs import InputError
-from facts.models import ApiKey, Assertion, Event, FactKey, PredicatePolicy, Subject, Tenant, WebhookSecret
-from facts.policy import CATALOGUE, PolicyCache, PolicyView, policy_view_at, ranking_at
+from facts.models import ApiKey, Assertion, Event, FactKey, Subject, Tenant, WebhookSecret
+from facts.policy import PolicyCache, PolicyView, policy_view_at, policy_views_at, ranking_at
 from facts.queries import facts_at
 from facts.resolve import SEGMENT_VALUE, resolve
 from facts.tenants import create_api_key, rotate_webhook_secret
@@ -293,8 +293,10 @@ def policies(*, tenant: Tenant) -> list[dict]:
     now = timezone.now()
     used = dict(FactKey.objects.filter(tenant=tenant).values("predicate").annotate(n=Count("id"))
                 .values_list("predicate", "n"))
-    names = set(used) | set(PredicatePolicy.objects.filter(tenant=tenant).values_list("predicate", flat=True)) | set(CATALOGUE)
-    views = [policy_view_at(tenant_id=tenant.id, predicate=p, at=now) for p in sorted(names)]
+    registered = policy_views_at(tenant_id=tenant.id, at=now)
+    views = sorted(registered + policy_views_at(tenant_id=tenant.id, at=now,
+                                                predicates=set(used) - {v.predicate for v in registered}),
+                   key=lambda v: v.predicate)
     return [{"view": v, "keys": used.get(v.predicate, 0)} for v in views]
 
 

@@ -19,8 +19,8 @@ from facts import ledger, queries
 from facts.access import mint_login_link
 from facts.errors import NotFound
 from facts.inputs import InputError, parse_json_body, parse_scope, parse_time, parse_uuid
-from facts.models import PredicatePolicy, Tenant
-from facts.policy import CATALOGUE, policy_view_at, ranking_at
+from facts.models import Tenant
+from facts.policy import policy_view_at, policy_views_at, ranking_at
 from facts.projection import iso
 from facts.tenants import tenant_for_api_key
 from facts.webhooks import dispatch_batch
@@ -148,9 +148,7 @@ def _policy_json(view) -> dict:
 
 @router.get("/predicates", summary="Predicate policies: catalogue, registered and unclassified")
 def get_predicates(request):
-    now = timezone.now()
-    names = set(CATALOGUE) | set(PredicatePolicy.objects.filter(tenant=request.auth).values_list("predicate", flat=True))
-    views = [policy_view_at(tenant_id=request.auth.id, predicate=n, at=now) for n in sorted(names)]
+    views = policy_views_at(tenant_id=request.auth.id, at=timezone.now())
     return {"predicates": [_policy_json(v) for v in views],
             "unclassified": [v.predicate for v in views if not v.classified]}
 

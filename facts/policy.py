@@ -69,13 +69,24 @@ def ranking_at(*, tenant_id: int, at: datetime) -> tuple[str, ...]:
     return tuple(row) if row else DEFAULT_RANKING
 
 
+def policy_views_at(*, tenant_id: int, at: datetime, predicates: set[str] | None = None) -> list[PolicyView]:
+    """Policies in force at ``at``, sorted by predicate, with their origin,
+    in one query. Without ``predicates``: the catalogue plus every predicate
+    the tenant registered or had admitted unclassified."""
+    rows = PredicatePolicy.objects.filter(tenant_id=tenant_id, recorded_at__lte=at)
+    if predicates is not None:
+        rows = rows.filter(predicate__in=predicates)
+    latest = {r.predicate: r for r in rows.order_by("predicate", "-recorded_at", "-id").distinct("predicate")}
+    names = predicates if predicates is not None else set(CATALOGUE) | latest.keys()
+    return [_view(name, latest.get(name)) for name in sorted(names)]
+
+
 def policy_view_at(*, tenant_id: int, predicate: str, at: datetime) -> PolicyView:
     """The predicate's policy in force at ``at``, with its origin."""
-    row = (
-        PredicatePolicy.objects.filter(tenant_id=tenant_id, predicate=predicate, recorded_at__lte=at)
-        .order_by("-recorded_at", "-id")
-        .first()
-    )
+    return policy_views_at(tenant_id=tenant_id, at=at, predicates={predicate})[0]
+
+
+def _view(predicate: str, row: PredicatePolicy | None) -> PolicyView:
     if row is not None:
         return PolicyView(predicate, row.cardinality, row.stakes, row.authority, row.ttl_seconds,
                           "tenant" if row.classified else "unclassified", row.recorded_at)
