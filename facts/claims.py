@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime
-from typing import Iterable
 
 from django.db.models import Q, QuerySet
 
@@ -42,13 +41,3 @@ def live_claims_by_key(queryset: QuerySet[Assertion], *, known_at: datetime) -> 
     for row in queryset.filter(live_filter(known_at)).values(*CLAIM_FIELDS):
         grouped[row["fact_key_id"]].append(to_claim(row))
     return grouped
-
-
-def claims_of(rows: Iterable[Assertion]) -> list[Claim]:
-    """Model instances -> claims (for rows already loaded)."""
-    return [
-        Claim(id=a.id, value=a.value, value_key=a.value_key, valid_from=a.valid_from, valid_to=a.valid_to,
-              stated_at=a.stated_at, recorded_at=a.recorded_at, source_kind=a.source_kind, source_id=a.source_id,
-              content_hash=a.content_hash)
-        for a in rows
-    ]

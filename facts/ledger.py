@@ -42,9 +42,6 @@ FOLLOWUP_KINDS = ("user_statement", "correction")
 # Keys rebuilt per transaction by rebuild_projection.
 REBUILD_CHUNK = 500
 
-OUTCOMES = ("created", "corroborated", "duplicate", "superseded_existing", "overruled", "proposed", "conflict",
-            "retracted", "answered", "erased")
-
 
 @dataclass
 class WriteResult:
