@@ -19,7 +19,7 @@ from facts.claims import CLAIM_FIELDS, live_claims_by_key, to_claim
 from facts.errors import NotFound
 from facts.models import Assertion, Conflict, CurrentFact, Event, FactKey, Subject, Tenant
 from facts.policy import PolicyCache
-from facts.projection import candidate_json, iso, source_info, source_json
+from facts.projection import iso, rows_for_key, source_info
 from facts.resolve import FATE_PROPOSED, SEGMENT_CONFLICT, Claim, Resolution, resolve
 
 
@@ -87,10 +87,7 @@ def facts_at(*, tenant: Tenant, external_id: str, valid_at: datetime | None = No
     valid_at = valid_at or now
     if _is_now(known_at, now):
         rows = current_rows(subject=subject, valid_at=valid_at, entity=entity, predicate=predicate, scope=scope)
-        # Ordered in Python, as the as-of path is, so the two never differ by
-        # the database's collation.
-        rows = sorted(rows, key=lambda r: (r.entity, r.predicate, r.scope_kind, r.scope_key, r.value_key))
-        items = [fact_item_from_row(r) for r in rows]
+        items = [fact_item_from_row(r) for r in sorted(rows, key=_row_order)]
     else:
         items = _facts_as_of(subject=subject, valid_at=valid_at, known_at=known_at,
                              key_q=_key_filter(entity, predicate, scope))
@@ -115,32 +112,29 @@ def resolve_subject_as_of(*, subject: Subject, known_at: datetime, key_q: Q = Q(
 
 
 def _facts_as_of(*, subject: Subject, valid_at: datetime, known_at: datetime, key_q: Q) -> list[dict]:
+    """Facts at ``valid_at`` as known at ``known_at``: the projection rows
+    that the current view held then, built in memory by the same code that
+    builds the stored projection, and shown the same way."""
     resolved = resolve_subject_as_of(subject=subject, known_at=known_at, key_q=key_q)
-    # The same order as the current view: by key, then by value.
-    holding = sorted(((key, seg) for key, _, res in resolved for seg in res.at(valid_at)),
-                     key=lambda t: (t[0].entity, t[0].predicate, t[0].scope_kind, t[0].scope_key, t[1].value_key))
-    info = source_info(c.id for _, seg in holding for c in (seg.sources or seg.candidates))
+    holding_ids = {c.id for _, _, res in resolved for seg in res.at(valid_at) for c in (seg.sources or seg.candidates)}
+    info = source_info(holding_ids)
     # The conflict that was open at known_at (a tie may have been opened,
     # resolved and opened again; a low-stakes tie is recorded resolved).
-    conflicts = {(c.fact_key_id, c.valid_from): c.id for c in
-                 Conflict.objects.filter(fact_key_id__in={k.id for k, _ in holding}, opened_at__lte=known_at)
-                 .filter(Q(resolved_at__isnull=True) | Q(resolved_at__gt=known_at))}
-    items = []
-    for key, seg in holding:
-        base = {"entity": key.entity, "predicate": key.predicate, "scope": key.scope, "status": seg.status,
-                "valid_from": iso(seg.valid_from), "valid_to": iso(seg.valid_to)}
-        if seg.status == SEGMENT_CONFLICT:
-            cid = conflicts.get((key.id, seg.valid_from))
-            items.append({**base, "candidates": [candidate_json(c, info) for c in seg.candidates],
-                          "conflict_id": str(cid) if cid else None, "rule": seg.rule})
-            continue
-        w = seg.winner
-        src = source_json(w, info)
-        items.append({**base, "value": seg.value, "assertion_id": str(w.id), "asserted_valid_to": iso(w.valid_to),
-                      "stated_at": iso(w.stated_at), "recorded_at": iso(w.recorded_at),
-                      "source": {k: src[k] for k in ("kind", "id", "extractor", "evidence")},
-                      "sources": [source_json(c, info) for c in seg.sources], "rule": seg.rule})
-    return items
+    conflicts: dict[int, dict] = defaultdict(dict)
+    for c in (Conflict.objects.filter(fact_key_id__in={k.id for k, _, _ in resolved}, opened_at__lte=known_at)
+              .filter(Q(resolved_at__isnull=True) | Q(resolved_at__gt=known_at))):
+        conflicts[c.fact_key_id][c.valid_from] = c.id
+    rows = [row for key, claims, res in resolved
+            for row in rows_for_key(key, res, claims, info, conflicts[key.id])
+            if row.status in ("value", "conflict") and row.valid_from <= valid_at
+            and (row.valid_to is None or valid_at < row.valid_to)]
+    return [fact_item_from_row(r) for r in sorted(rows, key=_row_order)]
+
+
+def _row_order(row: CurrentFact) -> tuple:
+    """By key, then by value: one order for the current and as-of paths,
+    whatever the database's collation."""
+    return (row.entity, row.predicate, row.scope_kind, row.scope_key, row.value_key)
 
 
 def context(*, tenant: Tenant, external_id: str) -> dict:
