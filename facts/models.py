@@ -4,6 +4,13 @@ through ``facts/ledger.py``.
 
 Every table leads with ``tenant`` so the store can be distributed by tenant.
 Datetimes are timezone-aware UTC.
+
+Indexes: every index is one more page to dirty on each insert, so a foreign
+key keeps its own index only when no composite index leads with the same
+column (``db_index=False`` otherwise). ``tenant`` is the leading column of a
+composite on the hot tables. ``subject`` keeps its single-column index:
+composites lead with ``tenant``, and erasure, subject-only reads and the
+cascades of a deleted subject filter on ``subject_id`` alone.
 """
 from __future__ import annotations
 
@@ -102,7 +109,8 @@ class PredicatePolicy(models.Model):
 class Subject(models.Model):
     """The person whose memory it is: the access boundary."""
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="subjects")
+    # Indexed by the (tenant, external_id) constraint.
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="subjects", db_index=False)
     external_id = models.CharField(max_length=200)
     display_name = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -119,7 +127,7 @@ class FactKey(models.Model):
     """(tenant, subject, entity, predicate, scope): what can conflict with
     what. Its row is the lock that serialises writes to the key."""
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, db_index=False)  # leads fact_key_unique
     subject = models.ForeignKey(Subject, on_delete=models.CASCADE, related_name="fact_keys")
     entity = models.CharField(max_length=200)
     predicate = models.CharField(max_length=200)
@@ -149,9 +157,9 @@ class Assertion(models.Model):
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, db_index=False)
     subject = models.ForeignKey(Subject, on_delete=models.CASCADE, related_name="assertions")
-    fact_key = models.ForeignKey(FactKey, on_delete=models.CASCADE, related_name="assertions")
+    fact_key = models.ForeignKey(FactKey, on_delete=models.CASCADE, related_name="assertions", db_index=False)
     value = models.JSONField(null=True)
     value_key = models.TextField()
     valid_from = models.DateTimeField()
@@ -184,6 +192,8 @@ class Assertion(models.Model):
             ),
         ]
         indexes = [
+            # Also serves the fact_key foreign key. Not partial on erased_at:
+            # a key's history (facts.queries.key_versions) reads tombstones.
             models.Index(fields=["fact_key", "recorded_at"]),
             models.Index(fields=["tenant", "subject", "recorded_at"]),
             models.Index(fields=["tenant", "source_id"]),
@@ -196,9 +206,9 @@ class Event(models.Model):
     """The append-only event log (write rule step 8). Holds ids, rules and
     hashes, never values, so erasure leaves it free of personal data."""
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, db_index=False)
     subject = models.ForeignKey(Subject, on_delete=models.CASCADE, null=True, related_name="events")
-    fact_key = models.ForeignKey(FactKey, on_delete=models.CASCADE, null=True)
+    fact_key = models.ForeignKey(FactKey, on_delete=models.CASCADE, null=True, db_index=False)
     assertion_id = models.UUIDField(null=True)
     type = models.CharField(max_length=64)
     rule = models.CharField(max_length=64, blank=True)
@@ -212,7 +222,7 @@ class Event(models.Model):
     class Meta:
         indexes = [
             models.Index(fields=["tenant", "subject", "at"]),
-            models.Index(fields=["fact_key", "at"]),
+            models.Index(fields=["fact_key", "at"]),  # also serves the fact_key foreign key
             models.Index(fields=["assertion_id"]),
             models.Index(fields=["tenant", "type", "at"]),
         ]
@@ -229,7 +239,7 @@ class Conflict(models.Model):
     RESOLVED = "RESOLVED"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, db_index=False)
     subject = models.ForeignKey(Subject, on_delete=models.CASCADE, related_name="conflicts")
     fact_key = models.ForeignKey(FactKey, on_delete=models.CASCADE, related_name="conflicts")
     valid_from = models.DateTimeField()
@@ -259,7 +269,7 @@ class CurrentFact(models.Model):
     checked by ``manage.py reconcile``.
     """
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, db_index=False)
     subject = models.ForeignKey(Subject, on_delete=models.CASCADE, related_name="current_facts")
     fact_key = models.ForeignKey(FactKey, on_delete=models.CASCADE, related_name="current_facts")
     entity = models.CharField(max_length=200)
@@ -282,17 +292,15 @@ class CurrentFact(models.Model):
     conflict_id = models.UUIDField(null=True)
 
     class Meta:
-        indexes = [
-            models.Index(fields=["tenant", "subject", "valid_from"]),
-            models.Index(fields=["fact_key"]),
-        ]
+        # (fact_key) is the foreign key's own index.
+        indexes = [models.Index(fields=["tenant", "subject", "valid_from"])]
 
 
 class WebhookReceipt(models.Model):
     """The first response to an idempotency key (inbound ``webhook-id`` or a
     batch event's ``id``): a replay gets it again, nothing written twice."""
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, db_index=False)
     webhook_id = models.CharField(max_length=300)
     status_code = models.PositiveSmallIntegerField()
     response = models.JSONField()
