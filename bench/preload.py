@@ -109,7 +109,8 @@ def load_tables(*, tenant, histories: Sequence[SubjectHistory], chunk_subjects: 
 
 def _load_chunk(*, tenant, histories: Sequence[SubjectHistory]) -> dict:
     from facts.inputs import parse_assertion
-    from facts.models import Assertion, Conflict, CurrentFact, Event, FactKey, Subject, WebhookReceipt
+    from facts.models import (Assertion, Conflict, CurrentFact, Event, FactKey, Subject, WebhookReceipt,
+                              new_assertion_id)
     from facts.policy import PolicyCache
     from facts.projection import rows_for_key
     from facts.resolve import RULE_TIE_CONFLICT, Claim, resolve
@@ -143,7 +144,7 @@ def _load_chunk(*, tenant, histories: Sequence[SubjectHistory]) -> dict:
         by_source: dict[tuple[str, str], list] = defaultdict(list)
         for e, a in parsed:
             key = keys[(subject_ids[a.subject], a.entity, a.predicate, a.scope_kind, a.scope_key)]
-            aid = uuid.uuid4()
+            aid = new_assertion_id()
             gone = (a.subject, a.source_id) in retracted
             assertions.append(dict(
                 id=aid, tenant_id=tenant.id, subject_id=key.subject_id, fact_key_id=key.id, value=a.value,
