@@ -17,6 +17,7 @@ from django.db import DatabaseError
 
 from conflicts import actions, outbox
 from facts.reconcile import reconcile as reconcile_projection
+from facts.retention import purge_receipts as purge_old_receipts
 
 logger = logging.getLogger(__name__)
 
@@ -78,3 +79,12 @@ def reconcile(self, repair: bool = True) -> dict:
     else:
         logger.info("reconcile.clean", extra=summary)
     return summary
+
+
+@shared_task(name="conflicts.purge_receipts", **RELIABLE)
+def purge_receipts(self) -> int:
+    """Nightly: delete idempotency receipts older than
+    ``MEMORYUI_RECEIPT_RETENTION_DAYS`` (``facts.retention``)."""
+    deleted = purge_old_receipts()
+    logger.info("receipts.purged", extra={"deleted": deleted})
+    return deleted

@@ -18,6 +18,9 @@ Variables (all optional):
   (10), ``MEMORYUI_WEBHOOK_BACKOFF_MAX_SECONDS`` (3600),
   ``MEMORYUI_WEBHOOK_MAX_ATTEMPTS`` (12), ``MEMORYUI_OUTBOX_STUCK_SECONDS`` (60):
   outgoing webhook delivery and the outbox sweep.
+- ``MEMORYUI_RECEIPT_RETENTION_DAYS`` (30): whole days an inbound webhook or
+  batch event's idempotency receipt is kept; older ones are purged nightly
+  (``facts/retention.py``).
 """
 from __future__ import annotations
 
@@ -133,6 +136,7 @@ CELERY_BEAT_SCHEDULE: dict = {
     "conflicts-sweep": {"task": "conflicts.sweep", "schedule": 30.0, "options": {"expires": 30}},
     "conflicts-reconcile-nightly": {"task": "conflicts.reconcile", "schedule": crontab(hour=3, minute=15),
                                     "kwargs": {"repair": True}},
+    "conflicts-purge-receipts-nightly": {"task": "conflicts.purge_receipts", "schedule": crontab(hour=3, minute=45)},
 }
 # conflicts/: outgoing webhooks (seconds).
 MEMORYUI_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("MEMORYUI_WEBHOOK_TIMEOUT_SECONDS", "10"))
@@ -140,6 +144,8 @@ MEMORYUI_WEBHOOK_BACKOFF_BASE_SECONDS = float(os.environ.get("MEMORYUI_WEBHOOK_B
 MEMORYUI_WEBHOOK_BACKOFF_MAX_SECONDS = float(os.environ.get("MEMORYUI_WEBHOOK_BACKOFF_MAX_SECONDS", "3600"))
 MEMORYUI_WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("MEMORYUI_WEBHOOK_MAX_ATTEMPTS", "12"))
 MEMORYUI_OUTBOX_STUCK_SECONDS = float(os.environ.get("MEMORYUI_OUTBOX_STUCK_SECONDS", "60"))
+# facts/retention.py: idempotency receipts older than this (whole days) are purged nightly.
+MEMORYUI_RECEIPT_RETENTION_DAYS = int(os.environ.get("MEMORYUI_RECEIPT_RETENTION_DAYS", "30"))
 
 MEMORYUI_MAX_BODY_BYTES = int(os.environ.get("MEMORYUI_MAX_BODY_BYTES", str(1024 * 1024)))
 MEMORYUI_PUBLIC_URL = os.environ.get("MEMORYUI_PUBLIC_URL", "http://127.0.0.1:8000")

@@ -11,7 +11,8 @@ from tests.factories import assertion_data
 def test_every_beat_entry_names_a_registered_task():
     names = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
 
-    assert names == {"conflicts.escalate_prompts", "conflicts.expire_prompts", "conflicts.sweep", "conflicts.reconcile"}
+    assert names == {"conflicts.escalate_prompts", "conflicts.expire_prompts", "conflicts.sweep", "conflicts.reconcile",
+                     "conflicts.purge_receipts"}
     assert names <= set(app.tasks)
 
 
