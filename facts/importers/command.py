@@ -10,14 +10,16 @@ from typing import Callable
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 
 from facts.importers.common import DataError, ImportEvent, PredicateRule, order_events, run_import
 from facts.importers.sender import MODES, SendError, make_sender, tenant_credentials
+from facts.maintenance import analyze_ledger
 
 
 def add_import_arguments(parser: argparse.ArgumentParser, *, default_path: Path, path_help: str) -> None:
     """Add ``--path --tenant --api-key --secret --mode --url --shuffle
-    --seed --limit --batch-size --json`` to ``parser``."""
+    --seed --limit --batch-size --json --no-analyze`` to ``parser``."""
     parser.add_argument("--path", type=Path, default=None,
                         help=f"{path_help} (default: {default_path.as_posix()}, relative to the project root)")
     parser.add_argument("--tenant", default="demo", help="tenant slug (default: demo)")
@@ -33,6 +35,30 @@ def add_import_arguments(parser: argparse.ArgumentParser, *, default_path: Path,
     parser.add_argument("--limit", type=int, default=None, help="send only the first N events of the order")
     parser.add_argument("--batch-size", type=int, default=500, help="events per batch request (1-1000, default 500)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_analyze_argument(parser)
+
+
+def add_analyze_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--no-analyze``: by default a command that bulk-writes the ledger
+    ends with ``ANALYZE`` of its tables (:func:`facts.maintenance.analyze_ledger`)."""
+    parser.add_argument("--no-analyze", action="store_true",
+                        help="do not ANALYZE the ledger tables at the end (done by default: a server may run "
+                             "without autovacuum, and the planner needs the new table sizes)")
+
+
+def analyze_after(command: BaseCommand, options: dict) -> None:
+    """``ANALYZE`` the ledger tables unless ``--no-analyze``. A failure is
+    reported on stderr, not raised: the data is written either way (with
+    ``--url`` the server may even use another database than this process)."""
+    if options.get("no_analyze"):
+        return
+    try:
+        tables = analyze_ledger()
+    except DatabaseError as exc:
+        command.stderr.write(f"ANALYZE of the ledger tables failed: {exc}")
+    else:
+        if options.get("verbosity", 1) > 1:
+            command.stderr.write(f"analyzed {', '.join(tables)}")
 
 
 def resolve_path(raw: Path | None, default: Path) -> Path:
@@ -43,7 +69,8 @@ def resolve_path(raw: Path | None, default: Path) -> Path:
 
 def run_from_options(command: BaseCommand, options: dict, *, dataset: str,
                      build: Callable[[], tuple[list[ImportEvent], dict[str, PredicateRule]]]) -> None:
-    """Build the events, order them, send them, print the summary. Raises
+    """Build the events, order them, send them, ``ANALYZE`` the ledger
+    tables (unless ``--no-analyze``), print the summary. Raises
     :class:`CommandError` for unreadable data, unusable credentials, a
     transport failure, or when any event was refused (after the summary)."""
     if options["limit"] is not None and options["limit"] < 0:
@@ -65,7 +92,9 @@ def run_from_options(command: BaseCommand, options: dict, *, dataset: str,
         summary = run_import(sender=sender, dataset=dataset, events=ordered, predicates=rules,
                              batch_size=options["batch_size"])
     except SendError as exc:
+        analyze_after(command, options)
         raise CommandError(str(exc)) from exc
+    analyze_after(command, options)
     command.stdout.write(json.dumps(summary.as_json()) if options["json"] else summary.as_text())
     if summary.refused:
         raise CommandError(f"{summary.refused} of {summary.sent} events were refused")

@@ -1,13 +1,15 @@
 """``manage.py rebuild_projection [--tenant SLUG]``: recompute the current
 view of every fact key from the log (DESIGN.md, "The read model"), one short
-transaction per key. A progress bar on a terminal (stderr), a summary line
-at the end (stdout)."""
+transaction per key, then ``ANALYZE`` of the ledger tables (unless
+``--no-analyze``). A progress bar on a terminal (stderr), a summary line at
+the end (stdout)."""
 import sys
 import time
 
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
+from facts.importers.command import add_analyze_argument, analyze_after
 from facts.ledger import rebuild_projection
 from facts.models import FactKey, Tenant
 
@@ -19,6 +21,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--tenant", default=None, help="only this tenant (slug); default: every tenant")
+        add_analyze_argument(parser)
 
     def handle(self, *args, **options):
         keys = FactKey.objects.order_by("pk")
@@ -36,4 +39,5 @@ class Command(BaseCommand):
                 done = rebuild_projection(key_ids=key_ids[i:i + CHUNK])
                 rebuilt += done
                 bar.update(done)
+        analyze_after(self, options)
         self.stdout.write(f"rebuilt {rebuilt} keys in {time.monotonic() - started:.1f}s")
