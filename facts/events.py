@@ -10,8 +10,10 @@ with ``transaction.on_commit``.
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +44,7 @@ class DomainEvent:
 
 
 _subscribers: list[Callable[[DomainEvent], None]] = []
+_memo: ContextVar[dict | None] = ContextVar("domain_event_memo", default=None)
 
 
 def subscribe(handler: Callable[[DomainEvent], None]) -> Callable[[DomainEvent], None]:
@@ -58,3 +61,29 @@ def publish(event: DomainEvent) -> None:
     logger.info("domain_event", extra={"type": event.type, "tenant_id": event.tenant_id})
     for handler in list(_subscribers):
         handler(event)
+
+
+@contextmanager
+def write_scope() -> Iterator[None]:
+    """The span of one ledger write (one transaction, possibly many events).
+    Inside it :func:`memo` keeps what a subscriber looked up, so a batch of
+    1,000 events asks once instead of 1,000 times. Nested scopes share the
+    outer one."""
+    token = _memo.set({}) if _memo.get() is None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _memo.reset(token)
+
+
+def memo(key: Any, compute: Callable[[], Any]) -> Any:
+    """``compute()``, remembered under ``key`` for the rest of the current
+    :func:`write_scope` (computed every time outside one). Only for lookups
+    the write itself cannot change (a tenant's webhook endpoints, say)."""
+    cache = _memo.get()
+    if cache is None:
+        return compute()
+    if key not in cache:
+        cache[key] = compute()
+    return cache[key]
