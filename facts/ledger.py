@@ -17,6 +17,7 @@ from typing import Any, Iterable
 
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
 from django.utils import timezone
+from psycopg.types.json import Jsonb
 
 from facts import events as ev
 from facts.errors import NotFound
@@ -95,20 +96,37 @@ def _lock_keys(key_ids: Iterable[int]) -> list[FactKey]:
 def _copy_insert(model, objs: list) -> None:
     """Insert model instances with PostgreSQL ``COPY`` (the bulk write path).
 
-    For models whose columns are all set on the instance (no ``auto_now``);
-    values go through each field's own database preparation, so JSON and
-    UUIDs are stored exactly as ``bulk_create`` would store them.
+    For models whose columns are all set on the instance (no ``auto_now``).
+    Values go as they are (psycopg adapts UUIDs and aware datetimes), except
+    JSON columns, which are wrapped as ``jsonb`` the way Django's
+    ``JSONField`` stores them (``None`` is SQL ``NULL``).
     """
     if not objs:
         return
-    fields = [f for f in model._meta.concrete_fields if not (f.primary_key and f.get_internal_type() == "BigAutoField")]
+    sql, columns = _copy_plan(model)
     conn = connections[DEFAULT_DB_ALIAS]  # the connection itself, not the thread-local proxy, in the hot loop
-    quote = conn.ops.quote_name
-    sql = f"COPY {quote(model._meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) FROM STDIN"
     with conn.cursor() as cursor:
         with cursor.cursor.copy(sql) as copy:
             for obj in objs:
-                copy.write_row([f.get_db_prep_save(getattr(obj, f.attname), conn) for f in fields])
+                values = obj.__dict__
+                copy.write_row([values[name] if wrap is None else (None if values[name] is None else wrap(values[name]))
+                                for name, wrap in columns])
+
+
+_copy_plans: dict[type, tuple[str, list]] = {}
+
+
+def _copy_plan(model) -> tuple[str, list[tuple[str, Any]]]:
+    """``COPY … FROM STDIN`` of ``model`` and its columns as ``(attname,
+    wrap)``; cached per model."""
+    if model not in _copy_plans:
+        fields = [f for f in model._meta.concrete_fields
+                  if not (f.primary_key and f.get_internal_type() == "BigAutoField")]
+        quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
+        sql = f"COPY {quote(model._meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) FROM STDIN"
+        _copy_plans[model] = (sql, [(f.attname, Jsonb if f.get_internal_type() == "JSONField" else None)
+                                    for f in fields])
+    return _copy_plans[model]
 
 
 # --------------------------------------------------------------------------- recording
@@ -125,12 +143,10 @@ def _event(key: FactKey | None, *, tenant_id: int, subject_id: int | None, type:
 
 
 def _transition(before: KeyState, after: KeyState, *, now: datetime, actor: str, cause_id: Any = None,
-                log: list[Event], conflicted: set[int] | None = None) -> dict:
+                log: list[Event], book: ConflictBook) -> dict:
     """What changed on one key between two states: status-change and
     supersession events (appended to ``log``, stored by the caller),
-    conflicts opened or resolved, domain events. ``conflicted`` (key ids
-    that have any conflict row) lets a bulk write skip the conflict query
-    for keys without ties. Returns ``{"conflict_ids": {valid_from: id},
+    conflicts opened or resolved (kept in ``book``), domain events. Returns ``{"conflict_ids": {valid_from: id},
     "supersedes": {claim_id: [ids]}}``."""
     key = after.key
     before_ids = before.by_id
@@ -173,7 +189,7 @@ def _transition(before: KeyState, after: KeyState, *, now: datetime, actor: str,
                 **_fact_payload(key), "assertion_id": str(claim.id),
                 "fate": after.resolution.fate.get(claim.id, "retracted"),
             }))
-    conflict_ids = _sync_conflicts(after, now=now, actor=actor, conflicted=conflicted)
+    conflict_ids = _sync_conflicts(after, now=now, actor=actor, book=book, log=log)
     return {"conflict_ids": conflict_ids, "supersedes": supersedes}
 
 
@@ -228,49 +244,65 @@ def _claim_payload(claim: Claim) -> dict:
     }
 
 
-def _sync_conflicts(state: KeyState, *, now: datetime, actor: str,
-                    conflicted: set[int] | None = None) -> dict[datetime, Any]:
+class ConflictBook:
+    """The conflict rows of the keys one write touches, loaded in one query
+    and kept current by that write: key id -> ``valid_from`` -> the latest
+    opened :class:`~facts.models.Conflict` there."""
+
+    def __init__(self, key_ids: Iterable[int]) -> None:
+        self.by_key: dict[int, dict[datetime, Conflict]] = {}
+        for c in Conflict.objects.filter(fact_key_id__in=list(key_ids)).order_by("opened_at"):
+            self.by_key.setdefault(c.fact_key_id, {})[c.valid_from] = c
+
+    def has(self, key_id: int) -> bool:
+        return key_id in self.by_key
+
+    def of(self, key_id: int) -> dict[datetime, Conflict]:
+        return self.by_key.setdefault(key_id, {})
+
+
+def _sync_conflicts(state: KeyState, *, now: datetime, actor: str, book: ConflictBook,
+                    log: list[Event]) -> dict[datetime, Any]:
     """Open a conflict for each new high-stakes tie, record low-stakes ties as
-    resolved by rule, resolve open conflicts whose tie is gone (step 6)."""
+    resolved by rule, resolve open conflicts whose tie is gone (step 6).
+    Events go to ``log``; a key that has never had a conflict and has no tie
+    costs nothing. Returns ``{valid_from: conflict id}`` of the key's ties."""
     key = state.key
-    if conflicted is not None:
-        if key.id not in conflicted and not state.resolution.ties:
-            return {}
-        conflicted.add(key.id)
+    if not book.has(key.id) and not state.resolution.ties:
+        return {}
     policy_stakes = state.resolution.policy.stakes
-    existing = {c.valid_from: c for c in Conflict.objects.filter(fact_key=key).order_by("opened_at")}
-    open_now = {c.valid_from: c for c in existing.values() if c.status == Conflict.OPEN}
+    existing = book.of(key.id)
+    open_now = {start: c for start, c in existing.items() if c.status == Conflict.OPEN}
     ids: dict[datetime, Any] = {}
-    tie_starts = set()
+    where = dict(tenant_id=key.tenant_id, subject_id=key.subject_id, fact_key_id=key.id)
     for start, rule, tied in state.resolution.ties:
-        tie_starts.add(start)
         candidate_ids = sorted(str(c.id) for c in tied)
         if rule == RULE_TIE_CONFLICT:
             conflict = open_now.get(start)
             if conflict is None:
                 conflict = Conflict.objects.create(
-                    tenant_id=key.tenant_id, subject_id=key.subject_id, fact_key=key, valid_from=start,
-                    status=Conflict.OPEN, stakes=policy_stakes, candidate_ids=candidate_ids, opened_at=now,
+                    **where, valid_from=start, status=Conflict.OPEN, stakes=policy_stakes,
+                    candidate_ids=candidate_ids, opened_at=now,
                 )
-                Event.objects.create(tenant_id=key.tenant_id, subject_id=key.subject_id, fact_key=key,
-                                     type=ev.CONFLICT_OPENED, rule=rule, actor=actor, after=candidate_ids, at=now,
-                                     data={"conflict_id": str(conflict.id)})
+                existing[start] = conflict
+                log.append(_event(None, **where, type=ev.CONFLICT_OPENED, rule=rule, actor=actor,
+                                  after=candidate_ids, at=now, data={"conflict_id": str(conflict.id)}))
                 ev.publish(ev.DomainEvent(ev.CONFLICT_OPENED, key.tenant_id, key.subject_id, key.id, {
                     **_fact_payload(key), "conflict_id": str(conflict.id), "valid_from": iso(start),
                     "candidates": [_claim_payload(c) for c in tied],
                 }))
             elif conflict.candidate_ids != candidate_ids:
                 Conflict.objects.filter(pk=conflict.pk).update(candidate_ids=candidate_ids)
+                conflict.candidate_ids = candidate_ids
             ids[start] = conflict.id
         elif start not in existing:
             conflict = Conflict.objects.create(
-                tenant_id=key.tenant_id, subject_id=key.subject_id, fact_key=key, valid_from=start,
-                status=Conflict.RESOLVED, stakes=policy_stakes, candidate_ids=candidate_ids, opened_at=now,
-                resolved_at=now, resolution_rule=rule, resolved_by="rule",
+                **where, valid_from=start, status=Conflict.RESOLVED, stakes=policy_stakes,
+                candidate_ids=candidate_ids, opened_at=now, resolved_at=now, resolution_rule=rule, resolved_by="rule",
             )
-            Event.objects.create(tenant_id=key.tenant_id, subject_id=key.subject_id, fact_key=key,
-                                 type="conflict.auto_resolved", rule=rule, actor=actor, after=candidate_ids, at=now,
-                                 data={"conflict_id": str(conflict.id)})
+            existing[start] = conflict
+            log.append(_event(None, **where, type="conflict.auto_resolved", rule=rule, actor=actor,
+                              after=candidate_ids, at=now, data={"conflict_id": str(conflict.id)}))
     open_ties = {start for start, rule, _ in state.resolution.ties if rule == RULE_TIE_CONFLICT}
     for start, conflict in open_now.items():
         if start in open_ties:
@@ -279,9 +311,10 @@ def _sync_conflicts(state: KeyState, *, now: datetime, actor: str,
         Conflict.objects.filter(pk=conflict.pk).update(
             status=Conflict.RESOLVED, resolved_at=now, resolution_rule=rule, resolved_by=actor
         )
-        Event.objects.create(tenant_id=key.tenant_id, subject_id=key.subject_id, fact_key=key,
-                             type=ev.CONFLICT_RESOLVED, rule=rule, actor=actor, at=now,
-                             data={"conflict_id": str(conflict.id)})
+        conflict.status, conflict.resolved_at, conflict.resolution_rule, conflict.resolved_by = (
+            Conflict.RESOLVED, now, rule, actor)
+        log.append(_event(None, **where, type=ev.CONFLICT_RESOLVED, rule=rule, actor=actor, at=now,
+                          data={"conflict_id": str(conflict.id)}))
         answer = state.resolution.at(start)
         ev.publish(ev.DomainEvent(ev.CONFLICT_RESOLVED, key.tenant_id, key.subject_id, key.id, {
             **_fact_payload(key), "conflict_id": str(conflict.id), "valid_from": iso(start), "rule": rule,
@@ -348,9 +381,12 @@ def _key_ident(subject_id: int, d: AssertionInput) -> tuple:
     return (subject_id, d.entity, d.predicate, d.scope_kind, d.scope_key)
 
 
-def _locked_keys(tenant: Tenant, idents: set[tuple]) -> dict[tuple, FactKey]:
+def _locked_keys(tenant: Tenant, idents: set[tuple],
+                 extra_ids: Iterable[int] = ()) -> tuple[dict[tuple, FactKey], dict[int, FactKey]]:
     """Fact keys for ``idents`` (subject id, entity, predicate, scope kind,
-    scope key), created when missing, row-locked in id order."""
+    scope key), created when missing, and the keys ``extra_ids``, all
+    row-locked in id order in one statement. Returns ``(ident -> key,
+    key id -> key)``."""
     def load() -> dict[tuple, int]:
         rows = FactKey.objects.filter(tenant=tenant, subject_id__in={i[0] for i in idents},
                                       predicate__in={i[2] for i in idents})
@@ -365,8 +401,8 @@ def _locked_keys(tenant: Tenant, idents: set[tuple]) -> dict[tuple, FactKey]:
             for s, e, p, k, sk in sorted(missing)
         ], ignore_conflicts=True)
         ids = load()
-    by_id = {k.id: k for k in _lock_keys(ids.values())}
-    return {i: by_id[pk] for i, pk in ids.items()}
+    by_id = {k.id: k for k in _lock_keys({*ids.values(), *extra_ids})}
+    return {i: by_id[pk] for i, pk in ids.items()}, by_id
 
 
 def _states(keys: Iterable[FactKey], *, now: datetime, policies: PolicyCache,
@@ -402,6 +438,23 @@ def _states(keys: Iterable[FactKey], *, now: datetime, policies: PolicyCache,
     return states, info
 
 
+@dataclass(frozen=True)
+class Retraction:
+    """One retraction in a write batch (DESIGN.md, "retract": the claim was
+    never true): the assertions ``assertion_ids``, or every assertion of
+    ``subject`` (external id) from ``source_id``. ``batch_id`` tags a
+    console revocation so that it can be undone."""
+
+    assertion_ids: tuple[str, ...] | None = None
+    subject: str | None = None
+    source_id: str | None = None
+    reason: str = ""
+    batch_id: uuid.UUID | None = None
+
+
+Item = AssertionInput | Retraction
+
+
 def assert_fact(*, tenant: Tenant, data: AssertionInput, actor: str) -> WriteResult:
     """Record one assertion and resolve its key (write rule steps 1-8).
 
@@ -415,112 +468,242 @@ def assert_fact(*, tenant: Tenant, data: AssertionInput, actor: str) -> WriteRes
 
 def assert_facts(*, tenant: Tenant, items: list[AssertionInput], actor: str) -> list[WriteResult]:
     """Record many assertions in one transaction, in order (the batch path).
-
     Same rules and outcomes as :func:`assert_fact`, one result per item in
-    order; items on the same key are applied one after the other, so each
-    outcome is named against the state its predecessors left. The work is
-    done in bulk: one query each for duplicates, subjects, keys (locked in id
-    order), live claims, the new assertions, events and projection rows.
-    When a concurrent writer stores one of the same payloads first, the
-    items are taken one at a time so that one answers ``duplicate``.
+    order; see :func:`write_batch`."""
+    return write_batch(tenant=tenant, items=items, actor=actor)  # type: ignore[return-value]
+
+
+def write_batch(*, tenant: Tenant, items: list[Item], actor: str) -> list[WriteResult | NotFound]:
+    """Apply assertions and retractions in one transaction, in order (the
+    batch import, API.md "Batch import"; every other write is a batch of one).
+
+    Returns one result per item, in order: a :class:`WriteResult`, or a
+    :class:`NotFound` for a retraction that matches nothing in the tenant
+    (that item writes nothing; the others go ahead). Items on the same key
+    are applied one after the other, so each outcome is named against the
+    state its predecessors left, and a retraction sees the assertions
+    recorded before it in the same batch. The work is done in bulk: one
+    query each for duplicates, retraction targets, subjects, keys (locked
+    in id order), live claims, conflicts; one ``COPY`` each for assertions,
+    events and projection rows. When a concurrent writer stores one of the
+    same payloads first, the items are taken one at a time so that one
+    answers ``duplicate``.
     """
     if not items:
         return []
     try:
-        with transaction.atomic():
-            return _assert_many(tenant, items, actor)
+        with transaction.atomic(), ev.write_scope():
+            return _apply_many(tenant, items, actor)
     except IntegrityError:
         if len(items) > 1:
-            return [r for d in items for r in assert_facts(tenant=tenant, items=[d], actor=actor)]
-        found = _find_duplicate(tenant, items[0])
+            return [r for d in items for r in write_batch(tenant=tenant, items=[d], actor=actor)]
+        found = _find_duplicate(tenant, items[0]) if isinstance(items[0], AssertionInput) else None
         if found is None:
             raise
         return [found]
 
 
-def _assert_many(tenant: Tenant, items: list[AssertionInput], actor: str) -> list[WriteResult]:
-    results: list[WriteResult | None] = [None] * len(items)
-    held = dict(Assertion.objects.filter(tenant=tenant, payload_hash__in={d.payload_hash for d in items},
-                                         erased_at__isnull=True).values_list("payload_hash", "id"))
+def _apply_many(tenant: Tenant, items: list[Item], actor: str) -> list[WriteResult | NotFound]:
+    results: list[WriteResult | NotFound | None] = [None] * len(items)
+    hashes = {d.payload_hash for d in items if isinstance(d, AssertionInput)}
+    held = dict(Assertion.objects.filter(tenant=tenant, payload_hash__in=hashes, erased_at__isnull=True)
+                .values_list("payload_hash", "id")) if hashes else {}
     first_of: dict[str, int] = {}
-    fresh: list[int] = []
+    todo: list[int] = []
     for i, d in enumerate(items):
-        if d.payload_hash in held:
+        if isinstance(d, Retraction):
+            todo.append(i)
+        elif d.payload_hash in held:
             results[i] = WriteResult(str(held[d.payload_hash]), "duplicate", "duplicate-payload")
         elif d.payload_hash not in first_of:
             first_of[d.payload_hash] = i
-            fresh.append(i)
-    if fresh:
-        _record(tenant, items, fresh, actor, results)
+            todo.append(i)
+    if todo:
+        _record(tenant, items, todo, actor, results)
     for i, d in enumerate(items):
         if results[i] is None:  # the same payload twice in one batch: the second is a duplicate
             results[i] = WriteResult(results[first_of[d.payload_hash]].assertion_id, "duplicate", "duplicate-payload")
     return results
 
 
-def _record(tenant: Tenant, items: list[AssertionInput], fresh: list[int], actor: str,
-            results: list[WriteResult | None]) -> None:
-    """Write rule steps 2-8 for the new items ``fresh`` (indexes into
-    ``items``); fills ``results``."""
+def _retraction_targets(tenant: Tenant, retractions: dict[int, Retraction]) -> dict[int, list[dict]]:
+    """Stored, unerased assertions each retraction names (item index ->
+    rows with ``id``, ``fact_key_id``, ``subject_id``, ``value_key``,
+    ``retracted_at``); two queries at most, whatever the batch size."""
+    out: dict[int, list[dict]] = {i: [] for i in retractions}
+    fields = ("id", "fact_key_id", "subject_id", "value_key", "retracted_at")
+    ids = {a for r in retractions.values() if r.assertion_ids is not None for a in r.assertion_ids}
+    if ids:
+        by_id = {str(row["id"]): row for row in Assertion.objects.filter(
+            tenant=tenant, erased_at__isnull=True, id__in=ids).values(*fields)}
+        for i, r in retractions.items():
+            if r.assertion_ids is not None:
+                out[i] = [by_id[a] for a in dict.fromkeys(r.assertion_ids) if a in by_id]
+    pairs = {(r.subject, r.source_id) for r in retractions.values() if r.assertion_ids is None}
+    if pairs:
+        rows = Assertion.objects.filter(
+            tenant=tenant, erased_at__isnull=True, subject__external_id__in={p[0] for p in pairs},
+            source_id__in={p[1] for p in pairs},
+        ).values(*fields, "source_id", "subject__external_id")
+        by_pair: dict[tuple, list[dict]] = {}
+        for row in rows:
+            by_pair.setdefault((row["subject__external_id"], row["source_id"]), []).append(row)
+        for i, r in retractions.items():
+            if r.assertion_ids is None:
+                out[i] = by_pair.get((r.subject, r.source_id), [])
+    return out
+
+
+def _record(tenant: Tenant, items: list[Item], todo: list[int], actor: str,
+            results: list[WriteResult | NotFound | None]) -> None:
+    """Write rule steps 2-8 for the items ``todo`` (indexes into ``items``:
+    new assertions and retractions, in order); fills ``results``."""
+    fresh = [i for i in todo if isinstance(items[i], AssertionInput)]
+    retractions = {i: items[i] for i in todo if isinstance(items[i], Retraction)}
+    stored = _retraction_targets(tenant, retractions)
     subjects = _subject_ids(tenant, [items[i] for i in fresh])
     _ensure_policy_rows(tenant, {items[i].predicate for i in fresh}, timezone.now())
-    keys = _locked_keys(tenant, {_key_ident(subjects[items[i].subject], items[i]) for i in fresh})
+    keys, locked = _locked_keys(tenant, {_key_ident(subjects[items[i].subject], items[i]) for i in fresh},
+                                {t["fact_key_id"] for rows in stored.values() for t in rows})
     now = timezone.now()
     policies = PolicyCache(tenant_id=tenant.id, at=now)
     values: dict[int, set[str]] = {}
     for i in fresh:
         d = items[i]
         values.setdefault(keys[_key_ident(subjects[d.subject], d)].id, set()).add(d.value_key)
-    states, info = _states(keys.values(), now=now, policies=policies, values=values)
-    conflicted = set(Conflict.objects.filter(fact_key_id__in=list(states)).values_list("fact_key_id", flat=True))
-    steps, rows = [], []
-    for i in fresh:
+    for rows in stored.values():
+        for t in rows:
+            values.setdefault(t["fact_key_id"], set()).add(t["value_key"])
+    states, info = _states(locked.values(), now=now, policies=policies, values=values)
+    book = ConflictBook(states)
+    steps: list[tuple] = []
+    rows: dict[Any, Assertion] = {}  # new assertions by id, in order
+    batch_claims: list[tuple[AssertionInput, Claim, int]] = []  # (input, claim, key id) recorded so far
+    retracted: set = set()  # assertion ids retracted so far in this batch
+    updates: list[tuple[list, Retraction]] = []  # stored assertions to mark retracted
+    for i in todo:
         d = items[i]
+        if isinstance(d, Retraction):
+            named = _named_in_batch(d, batch_claims) + [
+                (t["id"], t["fact_key_id"], t["retracted_at"] is not None) for t in stored[i]]
+            if not named:
+                results[i] = NotFound("no such assertion")
+                continue
+            fresh_ids = [(aid, kid) for aid, kid, done in named if not done and aid not in retracted]
+            retracted.update(aid for aid, _ in fresh_ids)
+            changed = []
+            for kid in dict.fromkeys(kid for _, kid in fresh_ids):
+                before = states[kid]
+                gone = {aid for aid, k in fresh_ids if k == kid}
+                claims = [c for c in before.claims if c.id not in gone]
+                states[kid] = KeyState(before.key, claims, resolve(claims, before.resolution.policy),
+                                       values=before.values)
+                changed.append((before, states[kid]))
+            for aid, _ in fresh_ids:
+                if aid in rows:
+                    row = rows[aid]
+                    row.retracted_at, row.retraction_reason, row.retracted_by = now, d.reason, actor
+                    row.revocation_batch = d.batch_id
+            stored_ids = [aid for aid, _ in fresh_ids if aid not in rows]
+            if stored_ids:
+                updates.append((stored_ids, d))
+            steps.append((i, "retract", changed, fresh_ids, [str(aid) for aid, *_ in named]))
+            continue
         key = keys[_key_ident(subjects[d.subject], d)]
         claim = Claim(uuid.uuid4(), d.value, d.value_key, d.valid_from, d.valid_to, d.stated_at, now,
                       d.source_kind, d.source_id, d.content_hash)
-        rows.append(Assertion(
+        rows[claim.id] = Assertion(
             id=claim.id, tenant=tenant, subject_id=key.subject_id, fact_key=key, value=d.value,
             value_key=d.value_key, valid_from=d.valid_from, valid_to=d.valid_to,
             valid_from_precision=d.valid_from_precision, stated_at=d.stated_at, recorded_at=now,
             source_kind=d.source_kind, source_id=d.source_id, extractor=d.extractor, confidence=d.confidence,
             evidence=d.evidence, content_hash=d.content_hash, payload_hash=d.payload_hash, actor=actor,
-        ))
+        )
+        batch_claims.append((d, claim, key.id))
         info[claim.id] = {"extractor": d.extractor, "evidence": d.evidence}
         before = states[key.id]
         claims = before.claims + [claim]
         states[key.id] = KeyState(key, claims, resolve(claims, before.resolution.policy), values=before.values)
-        steps.append((i, before, states[key.id], claim))
-    _copy_insert(Assertion, rows)
+        steps.append((i, "assert", before, states[key.id], claim))
+    _copy_insert(Assertion, list(rows.values()))
+    for ids, d in updates:
+        Assertion.objects.filter(id__in=ids).update(
+            retracted_at=now, retraction_reason=d.reason, retracted_by=actor, revocation_batch=d.batch_id)
     log: list[Event] = []
     conflict_ids: dict[int, dict] = {}
-    for i, before, after, claim in steps:
-        d, key = items[i], after.key
-        result = _outcome(before, after, claim)
-        asserted_at = len(log)
-        committed = _transition(before, after, now=now, actor=actor, cause_id=claim.id, log=log, conflicted=conflicted)
-        conflict_ids[key.id] = committed["conflict_ids"]
-        result.supersedes = sorted({*result.supersedes, *map(str, committed["supersedes"].get(claim.id, []))})
-        if result.outcome == "conflict":
-            start = next(s for s, r, tied in after.resolution.ties if any(c.id == claim.id for c in tied))
-            result.conflict_id = str(committed["conflict_ids"][start])
-        if result.outcome == "superseded_existing" and not result.supersedes:
-            result.outcome = "created"
-        log.insert(asserted_at, Event(
-            tenant=tenant, subject_id=key.subject_id, fact_key=key, assertion_id=claim.id, type=ev.FACT_ASSERTED,
-            rule=result.rule, actor=actor, before=result.supersedes, after=[str(claim.id)],
-            payload_hash=d.payload_hash, data={"outcome": result.outcome, "source_kind": d.source_kind}, at=now,
-        ))
-        ev.publish(ev.DomainEvent(ev.FACT_ASSERTED, tenant.id, key.subject_id, key.id, {
-            **_fact_payload(key), **result.as_body(), "assertion": _claim_payload(claim),
-        }))
-        if result.rule == RULE_SYSTEM_OF_RECORD and d.source_kind in FOLLOWUP_KINDS:
-            _publish_followup(after, claim)
-        results[i] = result
+    for step in steps:
+        if step[1] == "retract":
+            results[step[0]] = _commit_retraction(tenant, items[step[0]], *step[2:], now=now, actor=actor, log=log,
+                                                  book=book, conflict_ids=conflict_ids)
+        else:
+            i, _, before, after, claim = step
+            results[i] = _commit_assertion(tenant, items[i], before, after, claim, now=now, actor=actor, log=log,
+                                           book=book, conflict_ids=conflict_ids)
     _copy_insert(Event, log)
     _store_projections({kid: (state, conflict_ids.get(kid, {})) for kid, state in states.items()
                         if kid in conflict_ids}, info)
-    logger.info("fact.asserted", extra={"tenant": tenant.slug, "count": len(steps)})
+    logger.info("ledger.batch", extra={"tenant": tenant.slug, "assertions": len(rows),
+                                       "retracted": len(retracted)})
+
+
+def _named_in_batch(d: Retraction, batch_claims: list[tuple[AssertionInput, Claim, int]]) -> list[tuple]:
+    """Assertions recorded earlier in this batch that retraction ``d``
+    names, as ``(id, key id, already retracted)``; whether one was retracted
+    earlier in the batch is the caller's to check."""
+    if d.assertion_ids is not None:
+        wanted = set(d.assertion_ids)
+        return [(c.id, kid, False) for _, c, kid in batch_claims if str(c.id) in wanted]
+    return [(c.id, kid, False) for a, c, kid in batch_claims if a.subject == d.subject and a.source_id == d.source_id]
+
+
+def _commit_assertion(tenant: Tenant, d: AssertionInput, before: KeyState, after: KeyState, claim: Claim, *,
+                      now: datetime, actor: str, log: list[Event], book: ConflictBook,
+                      conflict_ids: dict[int, dict]) -> WriteResult:
+    """Events, conflicts and domain events of one new assertion (write rule
+    steps 5-8); returns its result."""
+    key = after.key
+    result = _outcome(before, after, claim)
+    asserted_at = len(log)
+    committed = _transition(before, after, now=now, actor=actor, cause_id=claim.id, log=log, book=book)
+    conflict_ids[key.id] = committed["conflict_ids"]
+    result.supersedes = sorted({*result.supersedes, *map(str, committed["supersedes"].get(claim.id, []))})
+    if result.outcome == "conflict":
+        start = next(s for s, r, tied in after.resolution.ties if any(c.id == claim.id for c in tied))
+        result.conflict_id = str(committed["conflict_ids"][start])
+    if result.outcome == "superseded_existing" and not result.supersedes:
+        result.outcome = "created"
+    log.insert(asserted_at, Event(
+        tenant=tenant, subject_id=key.subject_id, fact_key=key, assertion_id=claim.id, type=ev.FACT_ASSERTED,
+        rule=result.rule, actor=actor, before=result.supersedes, after=[str(claim.id)],
+        payload_hash=d.payload_hash, data={"outcome": result.outcome, "source_kind": d.source_kind}, at=now,
+    ))
+    ev.publish(ev.DomainEvent(ev.FACT_ASSERTED, tenant.id, key.subject_id, key.id, {
+        **_fact_payload(key), **result.as_body(), "assertion": _claim_payload(claim),
+    }))
+    if result.rule == RULE_SYSTEM_OF_RECORD and d.source_kind in FOLLOWUP_KINDS:
+        _publish_followup(after, claim)
+    return result
+
+
+def _commit_retraction(tenant: Tenant, d: Retraction, changed: list[tuple[KeyState, KeyState]], fresh: list[tuple],
+                       named: list[str], *, now: datetime, actor: str, log: list[Event], book: ConflictBook,
+                       conflict_ids: dict[int, dict]) -> WriteResult:
+    """Events, conflicts and domain events of one retraction; ``fresh``
+    holds ``(assertion id, key id)`` of the assertions it retracted now, ``named`` every id it matched (already retracted ones
+    included). Returns its result."""
+    subject_of = {after.key.id: after.key.subject_id for _, after in changed}
+    data = {"reason_given": bool(d.reason), "batch_id": str(d.batch_id) if d.batch_id else None}
+    for aid, kid in fresh:
+        log.append(_event(None, tenant_id=tenant.id, subject_id=subject_of[kid], type=ev.FACT_RETRACTED, at=now,
+                          actor=actor, assertion_id=aid, rule="retraction", data=data, fact_key_id=kid))
+    for before, after in changed:
+        conflict_ids[after.key.id] = _transition(before, after, now=now, actor=actor, log=log,
+                                                 book=book)["conflict_ids"]
+    for aid, kid in fresh:
+        ev.publish(ev.DomainEvent(ev.FACT_RETRACTED, tenant.id, subject_of[kid], kid, {
+            "assertion_id": str(aid), "reason": d.reason, "retracted_at": iso(now), "actor": actor,
+        }))
+    return WriteResult(named[0], "retracted", "retraction", extra={"retracted": named})
 
 
 def _publish_followup(state: KeyState, claim: Claim) -> None:
@@ -604,11 +787,11 @@ def _recompute(key_ids: Iterable[int], *, now: datetime, actor: str, mutate) -> 
     before, _ = _states(keys, now=now, policies=policies)
     mutate()
     after, info = _states(keys, now=now, policies=policies)
-    conflicted = set(Conflict.objects.filter(fact_key_id__in=list(after)).values_list("fact_key_id", flat=True))
+    book = ConflictBook(after)
     log: list[Event] = []
     conflict_ids = {}
     for key in keys:
-        out = _transition(before[key.id], after[key.id], now=now, actor=actor, log=log, conflicted=conflicted)
+        out = _transition(before[key.id], after[key.id], now=now, actor=actor, log=log, book=book)
         conflict_ids[key.id] = out["conflict_ids"]
     _copy_insert(Event, log)
     _store_projections({kid: (state, conflict_ids[kid]) for kid, state in after.items()}, info)
@@ -616,42 +799,18 @@ def _recompute(key_ids: Iterable[int], *, now: datetime, actor: str, mutate) -> 
 
 def retract(*, tenant: Tenant, assertion_ids: list[str] | None = None, subject: str | None = None,
             source_id: str | None = None, reason: str = "", actor: str, batch_id: uuid.UUID | None = None) -> WriteResult:
-    """Retract (DESIGN.md: "the claim was never true") one assertion, or every
-    assertion of ``subject`` from ``source_id``. The rows stay; from now on no
-    answer for any valid time contains them. Already retracted assertions are
-    left as they are. Raises :class:`NotFound` when nothing matches in the
-    tenant."""
-    with transaction.atomic():
-        qs = Assertion.objects.filter(tenant=tenant, erased_at__isnull=True)
-        if assertion_ids is not None:
-            qs = qs.filter(id__in=assertion_ids)
-        else:
-            qs = qs.filter(subject__external_id=subject, source_id=source_id)
-        targets = list(qs.values("id", "fact_key_id", "subject_id", "retracted_at"))
-        if not targets:
-            raise NotFound("no such assertion")
-        fresh = [t for t in targets if t["retracted_at"] is None]
-        now = timezone.now()
-
-        def mutate() -> None:
-            Assertion.objects.filter(id__in=[t["id"] for t in fresh]).update(
-                retracted_at=now, retraction_reason=reason, retracted_by=actor, revocation_batch=batch_id
-            )
-            Event.objects.bulk_create([
-                _event(None, tenant_id=tenant.id, subject_id=t["subject_id"], type=ev.FACT_RETRACTED, at=now,
-                       actor=actor, assertion_id=t["id"], rule="retraction",
-                       data={"reason_given": bool(reason), "batch_id": str(batch_id) if batch_id else None},
-                       fact_key_id=t["fact_key_id"])
-                for t in fresh
-            ])
-
-        _recompute({t["fact_key_id"] for t in fresh}, now=now, actor=actor, mutate=mutate)
-        for t in fresh:
-            ev.publish(ev.DomainEvent(ev.FACT_RETRACTED, tenant.id, t["subject_id"], t["fact_key_id"], {
-                "assertion_id": str(t["id"]), "reason": reason, "retracted_at": iso(now), "actor": actor,
-            }))
-        ids = [str(t["id"]) for t in targets]
-        return WriteResult(ids[0], "retracted", "retraction", extra={"retracted": ids})
+    """Retract (DESIGN.md: "the claim was never true") the assertions
+    ``assertion_ids``, or every assertion of ``subject`` from ``source_id``.
+    The rows stay; from now on no answer for any valid time contains them.
+    Already retracted assertions are left as they are. A batch of one for
+    :func:`write_batch`. Raises :class:`NotFound` when nothing matches in
+    the tenant."""
+    item = Retraction(assertion_ids=tuple(str(a) for a in assertion_ids) if assertion_ids is not None else None,
+                      subject=subject, source_id=source_id, reason=reason, batch_id=batch_id)
+    result = write_batch(tenant=tenant, items=[item], actor=actor)[0]
+    if isinstance(result, NotFound):
+        raise result
+    return result
 
 
 def unretract(*, tenant: Tenant, batch_id: uuid.UUID, actor: str) -> int:
@@ -796,13 +955,13 @@ def _rerun(tenant: Tenant, keys, *, now: datetime, actor: str) -> dict:
     after, info = _states(locked, now=now, policies=PolicyCache(tenant_id=tenant.id, at=now))
     open_conflicts = Conflict.objects.filter(fact_key_id__in=list(after), status=Conflict.OPEN)
     opened_before = open_conflicts.count()
-    conflicted = set(Conflict.objects.filter(fact_key_id__in=list(after)).values_list("fact_key_id", flat=True))
+    book = ConflictBook(after)
     log: list[Event] = []
     conflict_ids, changed = {}, 0
     for kid, state in after.items():
         before = KeyState(state.key, state.claims, resolve(state.claims, previous.get(state.key.predicate)))
         changed += before.resolution.segments != state.resolution.segments
-        out = _transition(before, state, now=now, actor=actor, log=log, conflicted=conflicted)
+        out = _transition(before, state, now=now, actor=actor, log=log, book=book)
         conflict_ids[kid] = out["conflict_ids"]
     _copy_insert(Event, log)
     _store_projections({kid: (state, conflict_ids[kid]) for kid, state in after.items()}, info)
@@ -842,6 +1001,6 @@ def rebuild_projection(*, tenant: Tenant | None = None, key_ids: Iterable[int] |
 
 
 __all__ = [
-    "NotFound", "WriteResult", "assert_fact", "retract", "unretract", "erase", "erase_subject",
-    "set_predicate_policy", "set_source_ranking", "rebuild_projection",
+    "NotFound", "WriteResult", "Retraction", "write_batch", "assert_fact", "assert_facts", "retract", "unretract",
+    "erase", "erase_subject", "set_predicate_policy", "set_source_ranking", "rebuild_projection",
 ]

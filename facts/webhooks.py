@@ -103,35 +103,52 @@ def dispatch_once(tenant: Tenant, idempotency_key: str, envelope: Any, *, actor:
         return stored.status_code, stored.response
 
 
+def _batch_item(event: Any, prefix: str) -> ledger.Item | None:
+    """The ledger item of a ``fact.asserted`` or ``fact.retracted`` envelope
+    (raises :class:`InputError` naming the field), or ``None`` for an event
+    the bulk path does not take."""
+    if not isinstance(event, dict) or "data" not in event:
+        return None
+    if event.get("type") == "fact.asserted":
+        return parse_assertion(event["data"], received_at=timezone.now(), prefix=f"{prefix}data")
+    if event.get("type") == "fact.retracted":
+        r = parse_retraction(event["data"], prefix=f"{prefix}data")
+        return ledger.Retraction(assertion_ids=(r.assertion_id,) if r.assertion_id else None, subject=r.subject,
+                                 source_id=r.source_id, reason=r.reason)
+    return None
+
+
 def dispatch_batch(tenant: Tenant, events: list[dict], *, actor: str, key_prefix: str = "batch:") -> list[tuple[int, dict]]:
     """Apply a batch of envelopes, each with its own ``"id"`` idempotency key
     (API.md, "Batch import"); one ``(status, body)`` per event, in order.
 
-    Runs of consecutive ``fact.asserted`` events are admitted one by one and
-    written together by :func:`facts.ledger.assert_facts` (same rules, bulk
-    queries); any other event goes through :func:`dispatch_once`. An id seen
-    before (in an earlier request or earlier in this batch) gets its first
-    response again; a refused event (4xx) writes nothing and does not stop
-    the others.
+    Runs of consecutive ``fact.asserted`` and ``fact.retracted`` events are
+    admitted one by one and written together by
+    :func:`facts.ledger.write_batch` (same rules, bulk queries); any other
+    event goes through :func:`dispatch_once`. An id seen before (in an
+    earlier request or earlier in this batch) gets its first response
+    again; a refused event (4xx: bad input, or a retraction that matches
+    nothing) writes nothing and does not stop the others.
     """
     keys = [f"{key_prefix}{e['id']}" for e in events]
     stored = {r.webhook_id: (r.status_code, r.response)
               for r in WebhookReceipt.objects.filter(tenant=tenant, webhook_id__in=set(keys))}
     out: list[tuple[int, dict] | None] = [None] * len(events)
-    run: list[tuple[int, Any]] = []  # (index, AssertionInput) waiting to be written together
+    run: list[tuple[int, ledger.Item]] = []  # written together by the ledger
     first_index: dict[str, int] = {}
 
     def flush() -> None:
         if not run:
             return
         with transaction.atomic():
-            results = ledger.assert_facts(tenant=tenant, items=[d for _, d in run], actor=actor)
+            results = ledger.write_batch(tenant=tenant, items=[d for _, d in run], actor=actor)
             WebhookReceipt.objects.bulk_create([
                 WebhookReceipt(tenant=tenant, webhook_id=keys[i], status_code=200, response=r.as_body())
-                for (i, _), r in zip(run, results)
+                for (i, _), r in zip(run, results) if isinstance(r, ledger.WriteResult)
             ], ignore_conflicts=True)
         for (i, _), r in zip(run, results):
-            out[i] = (200, r.as_body())
+            out[i] = ((200, r.as_body()) if isinstance(r, ledger.WriteResult)
+                      else (404, {"detail": str(r), "field": f"events[{i}].data"}))
         run.clear()
 
     for i, event in enumerate(events):
@@ -140,11 +157,13 @@ def dispatch_batch(tenant: Tenant, events: list[dict], *, actor: str, key_prefix
             continue
         first_index[key] = i
         prefix = f"events[{i}]."
-        if isinstance(event, dict) and event.get("type") == "fact.asserted" and "data" in event:
-            try:
-                run.append((i, parse_assertion(event["data"], received_at=timezone.now(), prefix=f"{prefix}data")))
-            except InputError as exc:
-                out[i] = (exc.status, exc.as_body())
+        try:
+            item = _batch_item(event, prefix)
+        except InputError as exc:
+            out[i] = (exc.status, exc.as_body())
+            continue
+        if item is not None:
+            run.append((i, item))
             continue
         flush()
         out[i] = dispatch_once(tenant, key, event, actor=actor, prefix=prefix)

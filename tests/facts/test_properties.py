@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from facts import ledger, queries
 from facts.claims import live_claims_by_key
 from facts.inputs import parse_assertion
-from facts.models import Assertion, CurrentFact, FactKey, Tenant
+from facts.models import Assertion, CurrentFact, Event, FactKey, Tenant
 from facts.policy import PolicyCache
 from facts.projection import iso
 from facts.resolve import FATE_PROPOSED, RULE_HIGH_STAKES, SOURCE_KINDS, resolve, timeline_digest
@@ -307,3 +307,57 @@ def test_no_assertion_disappears_except_by_erasure_which_leaves_a_tombstone(db, 
     assert all(rows[i]["value"] is None for i in erased_ids)
     assert {i for i, r in rows.items() if r["retracted_at"] is not None} == {stream.ids[i] for i in scenario.retracted}
     assert sorted(listed) == sorted(str(i) for i in rows)
+
+
+# --------------------------------------------------------------------------- (5) a batch is its events in order
+
+
+@st.composite
+def batch_operations(draw):
+    """Assertion payloads with retractions by (subject, source id) between
+    them, as a batch import would carry them."""
+    payloads = draw(st.lists(assertion_payloads(), min_size=1, max_size=8))
+    ops: list[tuple[str, object]] = [("assert", p) for p in payloads]
+    for _ in range(draw(st.integers(min_value=0, max_value=3))):
+        ops.insert(draw(st.integers(min_value=0, max_value=len(ops))),
+                   ("retract", draw(st.sampled_from(["s1", "s2", "s3", "never-sent"]))))
+    return ops
+
+
+def ledger_item(op: tuple[str, object], now: datetime) -> ledger.Item:
+    kind, arg = op
+    if kind == "assert":
+        return parse_assertion(arg, received_at=now)
+    return ledger.Retraction(subject=SUBJECT, source_id=arg, reason="test")
+
+
+def named_results(tenant: Tenant, results: list) -> list[tuple]:
+    """Results with assertion ids replaced by payload hashes (the same content
+    in every tenant)."""
+    content = {str(k): v for k, v in Assertion.objects.filter(tenant=tenant).values_list("id", "payload_hash")}
+    return [("not-found",) if isinstance(r, ledger.NotFound) else
+            (r.outcome, r.rule, sorted(content[a] for a in r.extra.get("retracted", [])),
+             sorted(content[a] for a in r.supersedes)) for r in results]
+
+
+@EXAMPLES
+@given(ops=batch_operations())
+def test_a_batch_answers_and_stores_like_its_events_one_at_a_time(db, ops):
+    seen = []
+    for together in (False, True):
+        with time_machine.travel(START, tick=False) as clock:
+            tenant = TenantFactory()
+            if together:
+                clock.shift(1)
+                now = datetime.now(timezone.utc)
+                results = ledger.write_batch(tenant=tenant, items=[ledger_item(op, now) for op in ops], actor="test")
+            else:
+                results = []
+                for op in ops:
+                    clock.shift(1)
+                    now = datetime.now(timezone.utc)
+                    results += ledger.write_batch(tenant=tenant, items=[ledger_item(op, now)], actor="test")
+            events = sorted(Event.objects.filter(tenant=tenant).values_list("type", flat=True))
+            seen.append((named_results(tenant, results), projection_digest(tenant), events))
+
+    assert seen[0] == seen[1]

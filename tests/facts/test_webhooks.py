@@ -271,3 +271,49 @@ def test_batch_event_without_id_refuses_the_whole_batch(agent):
 
     assert (response.status_code, response.json()["field"]) == (400, "events[1].id")
     assert row_counts(agent.tenant) == before
+
+
+def test_batch_retraction_sees_the_assertions_before_it_in_the_same_batch(agent):
+    events = [
+        batch_event("e-1", assertion_data(predicate="employer", value="Acme", source_id="msg-1")),
+        batch_event("e-2", {"subject": "u-1", "source_id": "msg-1", "reason": "wrong person"}, "fact.retracted"),
+        batch_event("e-3", assertion_data(predicate="employer", value="Globex", source_id="msg-2")),
+    ]
+
+    results = agent.api("POST", "/assertions/batch", {"events": events}).json()["results"]
+
+    assert [(r["status"], r["outcome"]) for r in results] == [(200, "created"), (200, "retracted"), (200, "created")]
+    assert results[1]["retracted"] == [results[0]["assertion_id"]]
+    retracted = Assertion.objects.get(id=results[0]["assertion_id"])
+    assert (retracted.retraction_reason, retracted.retracted_at is not None) == ("wrong person", True)
+    assert [f["value"] for f in agent.get("/subjects/u-1/facts")["facts"]] == ["Globex"]
+    assert Event.objects.filter(tenant=agent.tenant, type="fact.retracted",
+                                assertion_id=results[0]["assertion_id"]).count() == 1
+
+
+def test_batch_retraction_of_a_stored_assertion_by_id(agent):
+    stored = agent.assert_fact(assertion_data(predicate="employer", value="Acme"))
+    events = [batch_event("e-1", {"assertion_id": stored["assertion_id"]}, "fact.retracted"),
+              batch_event("e-2", {"assertion_id": stored["assertion_id"]}, "fact.retracted")]
+
+    results = agent.api("POST", "/assertions/batch", {"events": events}).json()["results"]
+
+    assert [r["outcome"] for r in results] == ["retracted", "retracted"]
+    assert agent.get("/subjects/u-1/facts")["facts"] == []
+    assert Event.objects.filter(tenant=agent.tenant, type="fact.retracted").count() == 1
+
+
+def test_batch_retraction_that_names_nothing_is_404_and_the_others_are_written(agent):
+    events = [
+        batch_event("e-1", {"subject": "u-1", "source_id": "never-sent"}, "fact.retracted"),
+        batch_event("e-2", assertion_data(predicate="employer", value="Acme")),
+    ]
+    before = row_counts(agent.tenant)
+
+    results = agent.api("POST", "/assertions/batch", {"events": events}).json()["results"]
+
+    assert [(r["status"], r.get("field")) for r in results] == [(404, "events[0].data"), (200, None)]
+    after = row_counts(agent.tenant)
+    assert after["Assertion"] == before["Assertion"] + 1
+    assert after["WebhookReceipt"] == before["WebhookReceipt"] + 1  # the refusal is not remembered
+    assert Event.objects.filter(tenant=agent.tenant, type="fact.retracted").count() == 0
