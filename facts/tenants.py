@@ -12,7 +12,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from facts.models import ApiKey, Tenant, WebhookSecret
@@ -68,18 +68,34 @@ def create_or_rotate_tenant(*, slug: str, name: str = "") -> TenantCredentials:
         return TenantCredentials(slug=tenant.slug, api_key=api_key, webhook_secret=secret)
 
 
+# One round trip: the key's liveness and its tenant's columns, without the
+# ORM's query compilation (every API request pays for this).
+_TENANT_COLUMNS = [f.column for f in Tenant._meta.concrete_fields]
+_TENANT_FOR_KEY_SQL = (
+    "SELECT k.id, k.last_used_at, " + ", ".join(f't."{c}"' for c in _TENANT_COLUMNS)
+    + f' FROM "{ApiKey._meta.db_table}" k JOIN "{Tenant._meta.db_table}" t ON t.id = k.tenant_id'
+    + " WHERE k.key_hash = %s AND k.revoked_at IS NULL"
+)
+
+
 def tenant_for_api_key(raw: str) -> Tenant | None:
-    """The tenant of a live API key, or ``None``. Records ``last_used_at``
-    at most once a minute."""
+    """The tenant of a live API key, or ``None`` (unknown or revoked key).
+
+    Looked up on every request, in one query, never cached: a revocation
+    takes effect on the next request (API.md, "Authentication"). Records
+    ``last_used_at`` at most once a minute (a second query only then)."""
     if not raw:
         return None
-    key = ApiKey.objects.select_related("tenant").filter(key_hash=hash_key(raw), revoked_at__isnull=True).first()
-    if key is None:
+    with connection.cursor() as cursor:
+        cursor.execute(_TENANT_FOR_KEY_SQL, [hash_key(raw)])
+        row = cursor.fetchone()
+    if row is None:
         return None
+    key_id, last_used_at, *tenant_values = row
     now = timezone.now()
-    if key.last_used_at is None or now - key.last_used_at > timedelta(minutes=1):
-        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
-    return key.tenant
+    if last_used_at is None or now - last_used_at > timedelta(minutes=1):
+        ApiKey.objects.filter(pk=key_id).update(last_used_at=now)
+    return Tenant.from_db(connection.alias, [f.attname for f in Tenant._meta.concrete_fields], tenant_values)
 
 
 def active_webhook_secrets(tenant: Tenant) -> list[str]:
