@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from ninja import Router
 from ninja.security import HttpBearer
@@ -55,6 +55,12 @@ def _actor(request: HttpRequest) -> str:
     return f"api:{request.auth.slug}"
 
 
+def _json_response(text: str) -> HttpResponse:
+    """A 200 whose body is JSON text built already (by PostgreSQL for the
+    current view): not decoded and re-encoded by the API's renderer."""
+    return HttpResponse(text, content_type="application/json; charset=utf-8")
+
+
 def _body_schema(example: dict) -> dict:
     return {"requestBody": {"content": {"application/json": {"schema": {"type": "object"}, "example": example}}}}
 
@@ -65,11 +71,11 @@ def _body_schema(example: dict) -> dict:
 @router.get("/subjects/{subject}/facts", summary="Facts at (valid_at, known_at)")
 def get_facts(request, subject: str, valid_at: str | None = None, known_at: str | None = None,
               entity: str | None = None, predicate: str | None = None, scope: str | None = None):
-    return queries.facts_at(
+    return _json_response(queries.facts_at_json(
         tenant=request.auth, external_id=subject, valid_at=_time_param(valid_at, "valid_at"),
         known_at=_time_param(known_at, "known_at"), entity=entity, predicate=predicate,
         scope=parse_scope(scope, "scope") if scope else None,
-    )
+    ))
 
 
 @router.get("/subjects/{subject}/context", summary="Conflict-free view for prompt assembly")

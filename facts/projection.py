@@ -74,6 +74,19 @@ def rows_for_key(
     return rows
 
 
+def rows_holding_at(key: FactKey, resolution: Resolution, info: dict, conflict_ids: dict[datetime, Any],
+                    valid_at: datetime) -> list[CurrentFact]:
+    """The ``value`` and ``conflict`` rows of one key that hold at
+    ``valid_at``: those of :func:`rows_for_key` whose valid interval contains
+    ``valid_at``, built without the rest (an as-of read shows no others)."""
+    common = dict(
+        tenant_id=key.tenant_id, subject_id=key.subject_id, fact_key_id=key.id, entity=key.entity,
+        predicate=key.predicate, scope_kind=key.scope_kind, scope_key=key.scope_key,
+    )
+    return [_segment_row(seg, info, conflict_ids, common) for seg in resolution.segments
+            if seg.contains(valid_at)]
+
+
 def _segment_row(seg: Segment, info: dict, conflict_ids: dict, common: dict) -> CurrentFact:
     if seg.status == SEGMENT_CONFLICT:
         return CurrentFact(

@@ -8,19 +8,23 @@ simply not found. Reads never import writes.
 """
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
+from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
 from facts.claims import CLAIM_FIELDS, live_claims_by_key, to_claim
 from facts.errors import NotFound
-from facts.models import Assertion, Conflict, CurrentFact, Event, FactKey, Subject, Tenant
-from facts.policy import PolicyCache
-from facts.projection import iso, rows_for_key, source_info
-from facts.resolve import FATE_PROPOSED, SEGMENT_CONFLICT, Claim, Resolution, resolve
+from facts.models import (
+    Assertion, Conflict, CurrentFact, Event, FactKey, PredicatePolicy, SourceRanking, Subject, Tenant,
+)
+from facts.policy import CATALOGUE, UNCLASSIFIED
+from facts.projection import iso, rows_holding_at
+from facts.resolve import DEFAULT_RANKING, FATE_PROPOSED, SEGMENT_CONFLICT, Claim, Policy, Resolution, resolve
 
 
 def get_subject(*, tenant: Tenant, external_id: str) -> Subject:
@@ -79,56 +83,232 @@ def facts_at(*, tenant: Tenant, external_id: str, valid_at: datetime | None = No
              entity: str | None = None, predicate: str | None = None, scope: tuple[str, str] | None = None) -> dict:
     """``GET /api/v1/subjects/<subject>/facts`` (API.md, "Reads").
 
-    ``valid_at`` and ``known_at`` default to now. Returns the API body.
+    ``valid_at`` and ``known_at`` default to now. Returns the API body as a
+    dict: ``{"subject", "valid_at", "known_at", "facts": [item]}``, items as
+    :func:`fact_item_from_row` gives them, ordered by key then value.
     Raises :class:`NotFound` for an unknown subject.
     """
     now = timezone.now()
-    subject = get_subject(tenant=tenant, external_id=external_id)
-    valid_at = valid_at or now
     if _is_now(known_at, now):
-        rows = current_rows(subject=subject, valid_at=valid_at, entity=entity, predicate=predicate, scope=scope)
-        items = [fact_item_from_row(r) for r in sorted(rows, key=_row_order)]
-    else:
-        items = _facts_as_of(subject=subject, valid_at=valid_at, known_at=known_at,
-                             key_q=_key_filter(entity, predicate, scope))
-    return {"subject": subject.external_id, "valid_at": iso(valid_at), "known_at": iso(known_at or now),
-            "facts": items}
+        return json.loads(_current_facts_json(tenant_id=tenant.id, external_id=external_id, valid_at=valid_at or now,
+                                              known_at=known_at or now, entity=entity, predicate=predicate,
+                                              scope=scope))
+    valid_at = valid_at or now
+    subject, items = _facts_as_of(tenant_id=tenant.id, external_id=external_id, valid_at=valid_at,
+                                  known_at=known_at, entity=entity, predicate=predicate, scope=scope)
+    return {"subject": subject, "valid_at": iso(valid_at), "known_at": iso(known_at), "facts": items}
+
+
+def facts_at_json(*, tenant: Tenant, external_id: str, valid_at: datetime | None = None,
+                  known_at: datetime | None = None, entity: str | None = None, predicate: str | None = None,
+                  scope: tuple[str, str] | None = None) -> str:
+    """:func:`facts_at` as JSON text, the body the API sends.
+
+    As known now, the body is built by PostgreSQL from the projection in one
+    query (subject and rows together) and never decoded in Python; a past
+    ``known_at`` is recomputed from the log (:func:`facts_at`). The content
+    equals :func:`facts_at`'s (only whitespace differs). Raises
+    :class:`NotFound` for an unknown subject."""
+    now = timezone.now()
+    if _is_now(known_at, now):
+        return _current_facts_json(tenant_id=tenant.id, external_id=external_id, valid_at=valid_at or now,
+                                   known_at=known_at or now, entity=entity, predicate=predicate, scope=scope)
+    return json.dumps(facts_at(tenant=tenant, external_id=external_id, valid_at=valid_at, known_at=known_at,
+                               entity=entity, predicate=predicate, scope=scope))
+
+
+# --------------------------------------------------------------------------- current view, built in SQL
+#
+# The current view's items are assembled by PostgreSQL: no model instances,
+# no decoding of the JSONB columns, no re-encoding. The expressions below
+# mirror ``iso``, ``_scope_text`` and ``fact_item_from_row`` exactly;
+# tests/facts/test_reads.py proves SQL-built and Python-built items equal.
+
+
+def _iso_sql(column: str) -> str:
+    """SQL for ``iso(column)``: RFC 3339 UTC with ``Z``, microseconds only
+    when nonzero, NULL for NULL."""
+    utc = f"({column} AT TIME ZONE 'UTC')"
+    return (f"(to_char({utc}, 'YYYY-MM-DD\"T\"HH24:MI:SS') || CASE WHEN date_trunc('second', {utc}) = {utc} "
+            f"THEN '' ELSE to_char({utc}, '.US') END || 'Z')")
+
+
+_SCOPE_SQL = "(CASE WHEN f.scope_kind = 'global' THEN f.scope_kind ELSE f.scope_kind || ':' || f.scope_key END)"
+_ITEM_BASE_SQL = (f"'entity', f.entity, 'predicate', f.predicate, 'scope', {_SCOPE_SQL}, 'status', f.status, "
+                  f"'valid_from', {_iso_sql('f.valid_from')}, 'valid_to', {_iso_sql('f.valid_to')}")
+FACT_ITEM_SQL = (
+    f"CASE WHEN f.status = 'conflict' THEN json_build_object({_ITEM_BASE_SQL}, 'candidates', f.candidates, "
+    f"'conflict_id', f.conflict_id::text, 'rule', f.rule) "
+    f"ELSE json_build_object({_ITEM_BASE_SQL}, 'value', f.value, 'assertion_id', f.assertion_id::text, "
+    f"'asserted_valid_to', {_iso_sql('f.asserted_valid_to')}, 'stated_at', {_iso_sql('f.stated_at')}, "
+    f"'recorded_at', {_iso_sql('f.recorded_at')}, 'source', json_build_object('kind', f.source->'kind', "
+    f"'id', f.source->'id', 'extractor', f.source->'extractor', 'evidence', f.source->'evidence'), "
+    f"'sources', f.sources, 'rule', f.rule) END"
+)
+"""SQL for one API fact item of the projection row ``f`` (a JSON value):
+what :func:`fact_item_from_row` builds in Python."""
+
+# Code point order, as Python sorts strings (``_row_order``), whatever the
+# database's collation.
+_ROW_ORDER_SQL = ('f.entity COLLATE "C", f.predicate COLLATE "C", f.scope_kind COLLATE "C", '
+                  'f.scope_key COLLATE "C", f.value_key COLLATE "C"')
+_HOLDING_SQL = "f.valid_from <= %(at)s AND (f.valid_to IS NULL OR f.valid_to > %(at)s)"
+
+
+def _key_filter_sql(entity: str | None, predicate: str | None, scope: tuple[str, str] | None,
+                    alias: str = "f") -> tuple[str, dict]:
+    """``_key_filter`` as SQL conditions (each led by ``AND``) on the table
+    ``alias``, and their parameters."""
+    sql, params = "", {}
+    if entity:
+        sql, params["entity"] = sql + f" AND {alias}.entity = %(entity)s", entity
+    if predicate:
+        sql, params["predicate"] = sql + f" AND {alias}.predicate = %(predicate)s", predicate
+    if scope:
+        sql += f" AND {alias}.scope_kind = %(scope_kind)s AND {alias}.scope_key = %(scope_key)s"
+        params["scope_kind"], params["scope_key"] = scope
+    return sql, params
+
+
+def _current_facts_json(*, tenant_id: int, external_id: str, valid_at: datetime, known_at: datetime,
+                        entity: str | None, predicate: str | None, scope: tuple[str, str] | None) -> str:
+    """The facts body as known now, as JSON text, in one query. The subject
+    is looked up by ``(tenant, external_id)`` and the projection rows by
+    ``(tenant, subject)``. Raises :class:`NotFound`."""
+    key_sql, params = _key_filter_sql(entity, predicate, scope)
+    sql = (
+        f"SELECT s.external_id, (SELECT string_agg(({FACT_ITEM_SQL})::text, ', ' ORDER BY {_ROW_ORDER_SQL}) "
+        f'FROM "{CurrentFact._meta.db_table}" f WHERE f.tenant_id = s.tenant_id AND f.subject_id = s.id '
+        f"AND f.status IN ('value', 'conflict') AND {_HOLDING_SQL}{key_sql}) "
+        f'FROM "{Subject._meta.db_table}" s WHERE s.tenant_id = %(tenant)s AND s.external_id = %(external_id)s'
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {**params, "tenant": tenant_id, "external_id": external_id, "at": valid_at})
+        row = cursor.fetchone()
+    if row is None:
+        raise NotFound("no such subject")
+    subject, items = row
+    return (f'{{"subject": {json.dumps(subject)}, "valid_at": "{iso(valid_at)}", "known_at": "{iso(known_at)}", '
+            f'"facts": [{items or ""}]}}')
 
 
 def resolve_subject_as_of(*, subject: Subject, known_at: datetime, key_q: Q = Q()) -> list[tuple[FactKey, list[Claim], Resolution]]:
     """Resolve every key of ``subject`` as it was known at ``known_at``, with
-    the policy in force then. Returns ``(key, claims, resolution)`` triples."""
-    keys = {k.id: k for k in FactKey.objects.filter(subject=subject).filter(key_q)}
+    the policy in force then. Returns ``(key, claims, resolution)`` triples
+    in key order."""
+    keys = {k.id: k for k in FactKey.objects.filter(tenant_id=subject.tenant_id, subject=subject).filter(key_q)}
     grouped = live_claims_by_key(Assertion.objects.filter(tenant_id=subject.tenant_id, fact_key_id__in=keys.keys()),
                                  known_at=known_at)
-    policies = PolicyCache(tenant_id=subject.tenant_id, at=known_at)
-    policies.prefetch({k.predicate for k in keys.values()})
-    out = []
-    for key_id, claims in grouped.items():
-        key = keys[key_id]
-        out.append((key, claims, resolve(claims, policies.get(key.predicate))))
+    policies = policies_at(tenant_id=subject.tenant_id, predicates={k.predicate for k in keys.values()}, at=known_at)
+    out = [(keys[key_id], claims, resolve(claims, policies[keys[key_id].predicate]))
+           for key_id, claims in grouped.items()]
     out.sort(key=lambda t: (t[0].entity, t[0].predicate, t[0].scope_kind, t[0].scope_key))
     return out
 
 
-def _facts_as_of(*, subject: Subject, valid_at: datetime, known_at: datetime, key_q: Q) -> list[dict]:
+def policies_at(*, tenant_id: int, predicates: set[str], at: datetime) -> dict[str, Policy]:
+    """The resolution :class:`~facts.resolve.Policy` of each predicate as it
+    stood at transaction time ``at``, in one query (the tenant's newest
+    policy rows at or before ``at`` and its source ranking then). Falls back
+    to the catalogue, then to the unclassified default, as
+    :class:`facts.policy.PolicyCache` does (DESIGN.md, "Predicate policy")."""
+    with connection.cursor() as cursor:
+        cursor.execute(_POLICIES_SQL, {"tenant": tenant_id, "at": at, "predicates": sorted(predicates)})
+        rows = cursor.fetchall()
+    ranking = tuple(json.loads(rows[0][5])) if rows[0][5] else DEFAULT_RANKING
+    found = {row[0]: PolicyRow(*row[1:5]) for row in rows[1:]}
+    out = {}
+    for predicate in predicates:
+        entry = found.get(predicate) or CATALOGUE.get(predicate) or UNCLASSIFIED
+        out[predicate] = Policy(cardinality=entry.cardinality, stakes=entry.stakes, authority=entry.authority,
+                                ttl_seconds=entry.ttl_seconds, ranking=ranking)
+    return out
+
+
+class PolicyRow(NamedTuple):
+    cardinality: str
+    stakes: str
+    authority: str
+    ttl_seconds: int | None
+
+
+_POLICIES_SQL = (
+    "SELECT NULL, NULL, NULL, NULL, NULL, (SELECT r.ranking FROM "
+    f'"{SourceRanking._meta.db_table}" r WHERE r.tenant_id = %(tenant)s AND r.recorded_at <= %(at)s '
+    "ORDER BY r.recorded_at DESC, r.id DESC LIMIT 1) "
+    "UNION ALL (SELECT DISTINCT ON (p.predicate) p.predicate, p.cardinality, p.stakes, p.authority, p.ttl_seconds, "
+    f'NULL FROM "{PredicatePolicy._meta.db_table}" p WHERE p.tenant_id = %(tenant)s '
+    "AND p.predicate = ANY(%(predicates)s) AND p.recorded_at <= %(at)s "
+    "ORDER BY p.predicate, p.recorded_at DESC, p.id DESC)"
+)
+
+
+def _facts_as_of(*, tenant_id: int, external_id: str, valid_at: datetime, known_at: datetime,
+                 entity: str | None, predicate: str | None, scope: tuple[str, str] | None) -> tuple[str, list[dict]]:
     """Facts at ``valid_at`` as known at ``known_at``: the projection rows
     that the current view held then, built in memory by the same code that
-    builds the stored projection, and shown the same way."""
-    resolved = resolve_subject_as_of(subject=subject, known_at=known_at, key_q=key_q)
-    holding_ids = {c.id for _, _, res in resolved for seg in res.at(valid_at) for c in (seg.sources or seg.candidates)}
-    info = source_info(holding_ids)
-    # The conflict that was open at known_at (a tie may have been opened,
-    # resolved and opened again; a low-stakes tie is recorded resolved).
-    conflicts: dict[int, dict] = defaultdict(dict)
-    for c in (Conflict.objects.filter(fact_key_id__in={k.id for k, _, _ in resolved}, opened_at__lte=known_at)
-              .filter(Q(resolved_at__isnull=True) | Q(resolved_at__gt=known_at))):
-        conflicts[c.fact_key_id][c.valid_from] = c.id
-    rows = [row for key, claims, res in resolved
-            for row in rows_for_key(key, res, claims, info, conflicts[key.id])
-            if row.status in ("value", "conflict") and row.valid_from <= valid_at
-            and (row.valid_to is None or valid_at < row.valid_to)]
-    return [fact_item_from_row(r) for r in sorted(rows, key=_row_order)]
+    builds the stored projection, and shown the same way. Returns the
+    subject's external id and the items. Four queries: subject and its keys,
+    live assertions (with their extractor and evidence), policy, conflicts.
+    Raises :class:`NotFound`."""
+    key_sql, params = _key_filter_sql(entity, predicate, scope, alias="k")
+    params.update(tenant=tenant_id, external_id=external_id, known_at=known_at)
+    with connection.cursor() as cursor:
+        cursor.execute(_SUBJECT_KEYS_SQL.format(key_filter=key_sql), params)
+        key_rows = cursor.fetchall()
+        if not key_rows:
+            raise NotFound("no such subject")
+        subject_id, subject_external_id = key_rows[0][:2]
+        keys = {r[2]: FactKey.from_db(connection.alias, _FACT_KEY_ATTNAMES, r[2:]) for r in key_rows if r[2] is not None}
+        if not keys:
+            return subject_external_id, []
+        params.update(subject=subject_id, keys=list(keys))
+        cursor.execute(_LIVE_ASSERTIONS_SQL, params)
+        grouped: dict[int, list[Claim]] = defaultdict(list)
+        info: dict[Any, dict] = {}
+        for (aid, key_id, value, value_key, valid_from, valid_to, stated_at, recorded_at, source_kind, source_id,
+             content_hash, extractor, evidence, confidence, precision) in cursor.fetchall():
+            grouped[key_id].append(Claim(
+                id=aid, value=None if value is None else json.loads(value), value_key=value_key,
+                valid_from=valid_from, valid_to=valid_to, stated_at=stated_at, recorded_at=recorded_at,
+                source_kind=source_kind, source_id=source_id, content_hash=content_hash))
+            info[aid] = {"id": aid, "extractor": extractor, "evidence": evidence, "confidence": confidence,
+                         "valid_to": valid_to, "valid_from_precision": precision}
+        # The conflict that was open at known_at (a tie may have been opened,
+        # resolved and opened again; a low-stakes tie is recorded resolved).
+        cursor.execute(_CONFLICTS_AS_OF_SQL, params)
+        conflicts: dict[int, dict] = defaultdict(dict)
+        for key_id, conflict_valid_from, conflict_id in cursor.fetchall():
+            conflicts[key_id][conflict_valid_from] = conflict_id
+    policies = policies_at(tenant_id=tenant_id, predicates={k.predicate for k in keys.values()}, at=known_at)
+    rows = []
+    for key_id, claims in grouped.items():
+        key = keys[key_id]
+        resolution = resolve(claims, policies[key.predicate])
+        rows.extend(rows_holding_at(key, resolution, info, conflicts[key_id], valid_at))
+    return subject_external_id, [fact_item_from_row(r) for r in sorted(rows, key=_row_order)]
+
+
+_FACT_KEY_ATTNAMES = [f.attname for f in FactKey._meta.concrete_fields]
+_SUBJECT_KEYS_SQL = (
+    "SELECT s.id, s.external_id, " + ", ".join(f'k."{f.column}"' for f in FactKey._meta.concrete_fields)
+    + f' FROM "{Subject._meta.db_table}" s LEFT JOIN "{FactKey._meta.db_table}" k '
+    "ON k.tenant_id = s.tenant_id AND k.subject_id = s.id{key_filter} "
+    "WHERE s.tenant_id = %(tenant)s AND s.external_id = %(external_id)s"
+)
+# live(T) (facts/claims.py, ``live_filter``), with what ``source_info`` adds.
+_LIVE_ASSERTIONS_SQL = (
+    "SELECT a.id, a.fact_key_id, a.value, a.value_key, a.valid_from, a.valid_to, a.stated_at, a.recorded_at, "
+    "a.source_kind, a.source_id, a.content_hash, a.extractor, a.evidence, a.confidence, a.valid_from_precision "
+    f'FROM "{Assertion._meta.db_table}" a WHERE a.tenant_id = %(tenant)s AND a.subject_id = %(subject)s '
+    "AND a.fact_key_id = ANY(%(keys)s) AND a.recorded_at <= %(known_at)s AND a.erased_at IS NULL "
+    "AND (a.retracted_at IS NULL OR a.retracted_at > %(known_at)s)"
+)
+_CONFLICTS_AS_OF_SQL = (
+    f'SELECT c.fact_key_id, c.valid_from, c.id FROM "{Conflict._meta.db_table}" c '
+    "WHERE c.tenant_id = %(tenant)s AND c.subject_id = %(subject)s AND c.fact_key_id = ANY(%(keys)s) "
+    "AND c.opened_at <= %(known_at)s AND (c.resolved_at IS NULL OR c.resolved_at > %(known_at)s)"
+)
 
 
 def _row_order(row: CurrentFact) -> tuple:
@@ -141,28 +321,48 @@ def context(*, tenant: Tenant, external_id: str) -> dict:
     """``GET /api/v1/subjects/<subject>/context``: what an agent may put in a
     prompt now. Exactly one attributed value per single-valued key, never an
     open conflict; keys with a conflict or a pending proposal are listed in
-    ``withheld``. Raises :class:`NotFound`."""
+    ``withheld``. Returns ``{"subject", "facts": [{"entity", "predicate",
+    "scope", "value", "source_kind", "since"}], "withheld": [{"entity",
+    "predicate", "scope", "reason"}]}``: facts and conflicts in key order,
+    then proposals in code point order. One query (subject and projection
+    rows together). Raises :class:`NotFound`."""
     now = timezone.now()
-    subject = get_subject(tenant=tenant, external_id=external_id)
-    facts, withheld, seen = [], [], set()
-    rows = current_rows(subject=subject, valid_at=now)
-    # A pending proposal is withheld whatever valid time it starts at.
-    pending = (
-        CurrentFact.objects.filter(tenant=tenant, subject=subject, status="proposed")
-        .values_list("entity", "predicate", "scope_kind", "scope_key")
-    )
-    proposed = {(e, p, _scope_text(k, s)) for e, p, k, s in pending}
-    for row in rows:
-        ident = (row.entity, row.predicate, _scope_text(row.scope_kind, row.scope_key))
-        if row.status == "conflict":
-            withheld.append({"entity": row.entity, "predicate": row.predicate, "scope": ident[2], "reason": "conflict"})
+    with connection.cursor() as cursor:
+        cursor.execute(_CONTEXT_SQL, {"tenant": tenant.id, "external_id": external_id, "at": now})
+        rows = cursor.fetchall()
+    if not rows:
+        raise NotFound("no such subject")
+    facts, withheld, seen, proposed = [], [], set(), set()
+    for subject, status, entity, predicate, scope_kind, scope_key, value, source_kind, valid_from in rows:
+        if status is None:  # a subject without rows
+            continue
+        ident = (entity, predicate, _scope_text(scope_kind, scope_key))
+        if status == "proposed":
+            # A pending proposal is withheld whatever valid time it starts at.
+            proposed.add(ident)
+        elif status == "conflict":
+            withheld.append({"entity": entity, "predicate": predicate, "scope": ident[2], "reason": "conflict"})
             seen.add(ident)
-        elif row.status == "value":
-            facts.append({"entity": row.entity, "predicate": row.predicate, "scope": ident[2], "value": row.value,
-                          "source_kind": row.source.get("kind"), "since": iso(row.valid_from)})
+        else:
+            facts.append({"entity": entity, "predicate": predicate, "scope": ident[2],
+                          "value": None if value is None else json.loads(value), "source_kind": source_kind,
+                          "since": iso(valid_from)})
     for ident in sorted(proposed - seen):
         withheld.append({"entity": ident[0], "predicate": ident[1], "scope": ident[2], "reason": "proposed"})
-    return {"subject": subject.external_id, "facts": facts, "withheld": withheld}
+    return {"subject": rows[0][0], "facts": facts, "withheld": withheld}
+
+
+# The subject, its rows holding now and its pending proposals; ``value``
+# comes back as JSON text (the backend does not decode JSONB).
+_CONTEXT_SQL = (
+    "SELECT s.external_id, f.status, f.entity, f.predicate, f.scope_kind, f.scope_key, f.value, "
+    f"f.source->>'kind', f.valid_from "
+    f'FROM "{Subject._meta.db_table}" s LEFT JOIN "{CurrentFact._meta.db_table}" f '
+    f"ON f.tenant_id = s.tenant_id AND f.subject_id = s.id "
+    f"AND (f.status = 'proposed' OR (f.status IN ('value', 'conflict') AND {_HOLDING_SQL})) "
+    "WHERE s.tenant_id = %(tenant)s AND s.external_id = %(external_id)s "
+    "ORDER BY f.entity, f.predicate, f.scope_kind, f.scope_key, f.value_key"
+)
 
 
 # --------------------------------------------------------------------------- history
@@ -171,27 +371,56 @@ def context(*, tenant: Tenant, external_id: str) -> dict:
 def history(*, tenant: Tenant, external_id: str, entity: str = "self", predicate: str, scope: tuple[str, str] = ("global", "")) -> dict:
     """``GET /api/v1/subjects/<subject>/history``: the key's versions, oldest
     first, as known now. Every assertion ever received appears in exactly one
-    version. Raises :class:`NotFound` (subject or key)."""
-    subject = get_subject(tenant=tenant, external_id=external_id)
-    key = FactKey.objects.filter(subject=subject, entity=entity, predicate=predicate, scope_kind=scope[0],
-                                 scope_key=scope[1]).first()
-    if key is None:
+    version. Returns ``{"subject", "entity", "predicate", "scope",
+    "versions"}`` (versions as :func:`key_versions`). Raises
+    :class:`NotFound` (subject or key)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_SUBJECT_KEYS_SQL.format(key_filter=" AND k.entity = %(entity)s AND k.predicate = %(predicate)s "
+                                                "AND k.scope_kind = %(scope_kind)s AND k.scope_key = %(scope_key)s"),
+                       {"tenant": tenant.id, "external_id": external_id, "entity": entity, "predicate": predicate,
+                        "scope_kind": scope[0], "scope_key": scope[1]})
+        row = cursor.fetchone()
+    if row is None:
+        raise NotFound("no such subject")
+    if row[2] is None:
         raise NotFound("no such fact key")
-    return {"subject": subject.external_id, "entity": key.entity, "predicate": key.predicate, "scope": key.scope,
+    key = FactKey.from_db(connection.alias, _FACT_KEY_ATTNAMES, row[2:])
+    return {"subject": row[1], "entity": key.entity, "predicate": key.predicate, "scope": key.scope,
             "versions": key_versions(key=key)}
 
 
+_KEY_ASSERTION_COLUMNS = (*CLAIM_FIELDS, "extractor", "evidence", "retracted_at", "erased_at", "retraction_reason")
+_KEY_ASSERTIONS_SQL = (
+    "SELECT " + ", ".join(f"a.{c}" for c in _KEY_ASSERTION_COLUMNS)
+    + f' FROM "{Assertion._meta.db_table}" a WHERE a.tenant_id = %(tenant)s AND a.fact_key_id = %(key)s'
+)
+_KEY_EVENTS_SQL = (
+    f'SELECT e.assertion_id, e.type, e.at, e.rule, e.actor FROM "{Event._meta.db_table}" e '
+    "WHERE e.tenant_id = %(tenant)s AND e.fact_key_id = %(key)s ORDER BY e.at, e.id"
+)
+
+
 def key_versions(*, key: FactKey, now: datetime | None = None) -> list[dict]:
-    """The versions of one key (API.md, "history"), oldest first."""
+    """The versions of one key (API.md, "history"), oldest first: each
+    ``{"assertion_id", "value", "valid_from", "valid_to", "stated_at",
+    "recorded_at", "status", "rule", "supersedes", "superseded_by",
+    "sources", "events"}``. Three queries (assertions, events, policy)."""
     now = now or timezone.now()
-    rows = list(Assertion.objects.filter(fact_key=key).values(
-        *CLAIM_FIELDS, "extractor", "evidence", "retracted_at", "erased_at", "retraction_reason"))
+    params = {"tenant": key.tenant_id, "key": key.id}
+    with connection.cursor() as cursor:
+        cursor.execute(_KEY_ASSERTIONS_SQL, params)
+        rows = [dict(zip(_KEY_ASSERTION_COLUMNS, r)) for r in cursor.fetchall()]
+        cursor.execute(_KEY_EVENTS_SQL, params)
+        event_rows = cursor.fetchall()
+    for r in rows:
+        if r["value"] is not None:
+            r["value"] = json.loads(r["value"])
     by_id = {r["id"]: r for r in rows}
     live = [to_claim(r) for r in rows if r["erased_at"] is None and (r["retracted_at"] is None or r["retracted_at"] > now)]
-    resolution = resolve(live, PolicyCache(tenant_id=key.tenant_id, at=now).get(key.predicate))
+    resolution = resolve(live, policies_at(tenant_id=key.tenant_id, predicates={key.predicate}, at=now)[key.predicate])
     events = defaultdict(list)
-    for e in Event.objects.filter(fact_key=key).order_by("at", "id").values("assertion_id", "type", "at", "rule", "actor", "data"):
-        events[e["assertion_id"]].append({"type": e["type"], "at": iso(e["at"]), "rule": e["rule"], "actor": e["actor"]})
+    for assertion_id, type_, at, rule, actor in event_rows:
+        events[assertion_id].append({"type": type_, "at": iso(at), "rule": rule, "actor": actor})
 
     assigned: set = set()
     versions: list[dict] = []

@@ -1,0 +1,213 @@
+"""The lean read paths (API.md, "Reads"; issue 6, performance): the current
+view's items built by PostgreSQL equal the ones the Python builder makes,
+authentication is one cheap query that a revocation stops at once, and each
+read keeps a small, fixed number of queries."""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import time_machine
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from facts import queries
+from facts.models import ApiKey, CurrentFact, PredicatePolicy, SourceRanking
+from facts.policy import PolicyCache
+from facts.projection import iso
+from facts.tenants import create_or_rotate_tenant, tenant_for_api_key
+from tests.factories import assertion_data
+
+TIMES = [
+    datetime(2025, 1, 1, tzinfo=timezone.utc),
+    datetime(2025, 1, 1, 0, 0, 0, 1, tzinfo=timezone.utc),
+    datetime(2025, 6, 30, 23, 59, 59, 999999, tzinfo=timezone.utc),
+    datetime(2025, 6, 30, 23, 59, 59, 500000, tzinfo=timezone.utc),
+    datetime(1, 1, 1, tzinfo=timezone.utc),
+    datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc),
+    datetime(2024, 2, 29, 12, 30, tzinfo=timezone(timedelta(hours=5, minutes=30))),
+]
+
+
+@pytest.mark.parametrize("value", TIMES, ids=str)
+def test_sql_iso_formats_times_like_iso(db, value):
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {queries._iso_sql('%(t)s::timestamptz')}", {"t": value})
+        assert cursor.fetchone()[0] == iso(value.astimezone(timezone.utc))
+
+
+def test_sql_iso_of_null_is_null(db):
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {queries._iso_sql('NULL::timestamptz')}")
+        assert cursor.fetchone()[0] is None
+
+
+def _populate(agent):
+    """Values of every shape, microsecond times, a bounded claim, a scoped
+    fact, a multi-valued key, a high-stakes conflict and a proposal."""
+    agent.assert_fact(assertion_data(predicate="employer", value="Acme", valid_from="2024-01-01T00:00:00.000001Z"))
+    agent.assert_fact(assertion_data(predicate="employer", value="Zürich AG ✓", valid_from="2025-02-03T04:05:06.5Z",
+                                     valid_to="2027-01-01T00:00:00Z"))
+    agent.assert_fact(assertion_data(predicate="speaks_language", value="German"))
+    agent.assert_fact(assertion_data(predicate="speaks_language", value="English"))
+    agent.assert_fact(assertion_data(predicate="note", value={"b": [1, 2.5, None, True], "a": "\"quoted\"\n"}))
+    agent.assert_fact(assertion_data(predicate="note", value=42))
+    agent.assert_fact(assertion_data(predicate="job_title", value="Engineer", scope="project:p-1"))
+    agent.assert_fact(assertion_data(predicate="billing_address", value="1 Main St", valid_from="2025-01-01T00:00:00Z"))
+    agent.assert_fact(assertion_data(predicate="billing_address", value="2 High St", valid_from="2025-01-01T00:00:00Z"))
+    agent.assert_fact(assertion_data(predicate="legal_name", value="Ann Smith", valid_from="2024-01-01T00:00:00Z"))
+    agent.assert_fact(assertion_data(predicate="legal_name", value="Ann Jones", valid_from="2025-05-01T00:00:00Z"))
+
+
+def test_sql_built_items_equal_python_built_items(agent):
+    _populate(agent)
+    rows = list(CurrentFact.objects.filter(tenant=agent.tenant))
+    assert {r.status for r in rows} >= {"value", "conflict"}
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT f.id, ({queries.FACT_ITEM_SQL})::text FROM facts_currentfact f "
+                       "WHERE f.tenant_id = %s", [agent.tenant.id])
+        built = {row_id: json.loads(text) for row_id, text in cursor.fetchall()}
+    for row in rows:
+        if row.status in ("value", "conflict"):
+            assert built[row.id] == queries.fact_item_from_row(row), row.predicate
+
+
+@pytest.mark.parametrize("valid_at", [None, "2024-06-01T00:00:00Z", "2025-02-03T04:05:06.5Z", "2030-01-01T00:00:00Z"])
+def test_facts_now_body_equals_python_built_body(agent, valid_at):
+    _populate(agent)
+    tenant = agent.tenant
+    at = datetime.fromisoformat(valid_at.replace("Z", "+00:00")) if valid_at else None
+    body = json.loads(queries.facts_at_json(tenant=tenant, external_id="u-1", valid_at=at))
+    subject = queries.get_subject(tenant=tenant, external_id="u-1")
+    expected = [queries.fact_item_from_row(r) for r in sorted(
+        queries.current_rows(subject=subject, valid_at=at or datetime.fromisoformat(body["valid_at"].replace("Z", "+00:00"))),
+        key=queries._row_order)]
+    assert body["facts"] == expected and expected
+    assert body["subject"] == "u-1" and body["known_at"].endswith("Z")
+    assert queries.facts_at(tenant=tenant, external_id="u-1", valid_at=at)["facts"] == expected
+
+
+def test_facts_now_over_http_is_json_and_filters(agent):
+    _populate(agent)
+    response = agent.api("GET", "/subjects/u-1/facts")
+    assert response.status_code == 200 and response["Content-Type"] == "application/json; charset=utf-8"
+    assert [f["predicate"] for f in response.json()["facts"]] == sorted(f["predicate"] for f in response.json()["facts"])
+    only = agent.get("/subjects/u-1/facts", predicate="job_title", scope="project:p-1")["facts"]
+    assert [(f["value"], f["scope"]) for f in only] == [("Engineer", "project:p-1")]
+    assert agent.get("/subjects/u-1/facts", predicate="job_title")["facts"] == only
+    assert agent.get("/subjects/u-1/facts", predicate="job_title", scope="global")["facts"] == []
+    assert agent.get("/subjects/u-1/facts", entity="someone-else")["facts"] == []
+
+
+def test_reads_of_an_unknown_or_foreign_subject_are_404(agent, other_agent):
+    _populate(agent)
+    other_agent.assert_fact(assertion_data(subject="u-2", predicate="employer", value="Other"))
+    past = "2020-01-01T00:00:00Z"
+    for path, params in [("/subjects/u-2/facts", {}), ("/subjects/u-2/facts", {"known_at": past}),
+                         ("/subjects/u-2/context", {}), ("/subjects/u-2/history", {"predicate": "employer"}),
+                         ("/subjects/u-1/history", {"predicate": "pet"})]:
+        response = agent.api("GET", path, **params)
+        assert response.status_code == 404, (path, params)
+    assert other_agent.get("/subjects/u-2/facts")["facts"][0]["value"] == "Other"
+
+
+def test_a_subject_without_facts_reads_empty(agent):
+    agent.assert_fact(assertion_data(subject="u-3", predicate="employer", value="Acme"))
+    response = agent.api("POST", "/assertions/" + agent.get("/subjects/u-3/facts")["facts"][0]["assertion_id"]
+                         + "/retract", {"reason": "wrong person"})
+    assert response.status_code == 200, response.content
+    assert agent.get("/subjects/u-3/facts")["facts"] == []
+    assert agent.get("/subjects/u-3/context") == {"subject": "u-3", "facts": [], "withheld": []}
+
+
+def test_context_withholds_conflicts_and_proposals(agent):
+    _populate(agent)
+    context = agent.get("/subjects/u-1/context")
+    assert [(w["predicate"], w["reason"]) for w in context["withheld"]] == [
+        ("billing_address", "conflict"), ("legal_name", "proposed")]
+    assert ("legal_name", "Ann Smith") in [(f["predicate"], f["value"]) for f in context["facts"]]
+    note = [f["value"] for f in context["facts"] if f["predicate"] == "note"]
+    assert sorted(note, key=json.dumps) == sorted([42, {"b": [1, 2.5, None, True], "a": "\"quoted\"\n"}], key=json.dumps)
+    assert all(f["since"].endswith("Z") for f in context["facts"])
+
+
+def test_reads_take_a_fixed_number_of_queries(agent):
+    _populate(agent)
+    known_at = iso(datetime.now(timezone.utc))
+    agent.get("/subjects/u-1/facts")  # records last_used_at
+    expected = [("/subjects/u-1/facts", {}, 2), ("/subjects/u-1/context", {}, 2),
+                ("/subjects/u-1/history", {"predicate": "employer"}, 5),
+                ("/subjects/u-1/facts", {"known_at": known_at}, 5)]
+    for path, params, count in expected:
+        with CaptureQueriesContext(connection) as ctx:
+            response = agent.api("GET", path, **params)
+        assert response.status_code == 200
+        assert len(ctx.captured_queries) == count, (path, [q["sql"][:120] for q in ctx.captured_queries])
+
+
+# --------------------------------------------------------------------------- policy
+
+
+def test_policies_at_equals_policy_cache(agent):
+    tenant = agent.tenant
+    t1 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    PredicatePolicy.objects.create(tenant=tenant, predicate="shoe_size", cardinality="one", stakes="high",
+                                   authority="user", ttl_seconds=3600, recorded_at=t1)
+    PredicatePolicy.objects.create(tenant=tenant, predicate="shoe_size", cardinality="many", stakes="low",
+                                   authority="user", recorded_at=t1 + timedelta(days=2))
+    PredicatePolicy.objects.create(tenant=tenant, predicate="employer", cardinality="many", stakes="low",
+                                   authority="system_record", recorded_at=t1)
+    SourceRanking.objects.create(tenant=tenant, ranking=["user_statement", "correction", "system_record",
+                                                         "user_document", "agent_inference"],
+                                 recorded_at=t1 + timedelta(days=1))
+    predicates = {"shoe_size", "employer", "plan", "never_seen"}
+    for at in (t1 - timedelta(days=1), t1, t1 + timedelta(days=1), t1 + timedelta(days=3)):
+        cache = PolicyCache(tenant_id=tenant.id, at=at)
+        assert queries.policies_at(tenant_id=tenant.id, predicates=predicates, at=at) == {
+            p: cache.get(p) for p in predicates}, at
+
+
+# --------------------------------------------------------------------------- authentication
+
+
+def test_revoked_key_is_refused_on_the_next_request(agent):
+    assert agent.api("GET", "/subjects/nobody/facts").status_code == 404
+    ApiKey.objects.filter(tenant=agent.tenant).update(revoked_at=datetime.now(timezone.utc))
+    response = agent.api("GET", "/subjects/nobody/facts")
+    assert response.status_code == 401 and response.json()["field"] == "Authorization"
+
+
+def test_rotating_credentials_refuses_the_old_key_at_once(agent):
+    assert tenant_for_api_key(agent.api_key).slug == agent.slug
+    fresh = create_or_rotate_tenant(slug=agent.slug)
+    assert tenant_for_api_key(agent.api_key) is None
+    tenant = tenant_for_api_key(fresh.api_key)
+    assert (tenant.id, tenant.slug) == (agent.tenant.id, agent.slug)
+    assert tenant.prompt_expiry_seconds == agent.tenant.prompt_expiry_seconds
+
+
+def test_unknown_or_empty_key_is_refused(agent):
+    assert tenant_for_api_key("") is None
+    assert tenant_for_api_key("mui_not-a-key") is None
+    response = agent.client.get("/api/v1/subjects/u-1/facts", headers={"Authorization": "Bearer mui_nope"})
+    assert response.status_code == 401
+
+
+def test_last_used_at_is_recorded_at_most_once_a_minute(agent):
+    start = datetime(2026, 5, 1, 12, 0, tzinfo=timezone.utc)
+    key = ApiKey.objects.get(tenant=agent.tenant, revoked_at__isnull=True)
+    with time_machine.travel(start, tick=False) as clock:
+        with CaptureQueriesContext(connection) as ctx:
+            tenant_for_api_key(agent.api_key)
+        assert len(ctx.captured_queries) == 2
+        key.refresh_from_db()
+        assert key.last_used_at == start
+        clock.shift(timedelta(seconds=59))
+        with CaptureQueriesContext(connection) as ctx:
+            tenant_for_api_key(agent.api_key)
+        assert len(ctx.captured_queries) == 1
+        clock.shift(timedelta(seconds=2))
+        tenant_for_api_key(agent.api_key)
+        key.refresh_from_db()
+        assert key.last_used_at == start + timedelta(seconds=61)
