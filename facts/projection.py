@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any, Iterable
 
 from facts.models import Assertion, CurrentFact, FactKey
@@ -57,10 +58,7 @@ def rows_for_key(
     ``conflict_ids`` maps a conflict segment's ``valid_from`` to its
     :class:`~facts.models.Conflict` id.
     """
-    common = dict(
-        tenant_id=key.tenant_id, subject_id=key.subject_id, fact_key_id=key.id, entity=key.entity,
-        predicate=key.predicate, scope_kind=key.scope_kind, scope_key=key.scope_key,
-    )
+    common = _common(key)
     rows = [_segment_row(seg, info, conflict_ids, common) for seg in resolution.segments]
     for claim in claims:
         if resolution.fate.get(claim.id) == FATE_PROPOSED:
@@ -75,32 +73,45 @@ def rows_for_key(
 
 
 def rows_holding_at(key: FactKey, resolution: Resolution, info: dict, conflict_ids: dict[datetime, Any],
-                    valid_at: datetime) -> list[CurrentFact]:
+                    valid_at: datetime) -> list[SimpleNamespace]:
     """The ``value`` and ``conflict`` rows of one key that hold at
     ``valid_at``: those of :func:`rows_for_key` whose valid interval contains
-    ``valid_at``, built without the rest (an as-of read shows no others)."""
-    common = dict(
+    ``valid_at``, built without the rest (an as-of read shows no others).
+
+    Read-only rows: plain objects with :class:`~facts.models.CurrentFact`'s
+    attributes and the same content (the same builder fills both), not model
+    instances, which cost more to create than the rest of the read."""
+    common = _common(key)
+    return [SimpleNamespace(**common, **_segment_fields(seg, info, conflict_ids))
+            for seg in resolution.segments if seg.contains(valid_at)]
+
+
+def _common(key: FactKey) -> dict:
+    return dict(
         tenant_id=key.tenant_id, subject_id=key.subject_id, fact_key_id=key.id, entity=key.entity,
         predicate=key.predicate, scope_kind=key.scope_kind, scope_key=key.scope_key,
     )
-    return [_segment_row(seg, info, conflict_ids, common) for seg in resolution.segments
-            if seg.contains(valid_at)]
 
 
 def _segment_row(seg: Segment, info: dict, conflict_ids: dict, common: dict) -> CurrentFact:
+    return CurrentFact(**common, **_segment_fields(seg, info, conflict_ids))
+
+
+def _segment_fields(seg: Segment, info: dict, conflict_ids: dict) -> dict:
+    """A segment's projection columns besides the key's."""
     if seg.status == SEGMENT_CONFLICT:
-        return CurrentFact(
-            **common, status="conflict", value=None, value_key="", valid_from=seg.valid_from, valid_to=seg.valid_to,
+        return dict(
+            status="conflict", value=None, value_key="", valid_from=seg.valid_from, valid_to=seg.valid_to,
             asserted_valid_to=None, assertion_id=None, stated_at=None, recorded_at=None, source={}, sources=[],
             candidates=[candidate_json(c, info) for c in seg.candidates], rule=seg.rule,
             conflict_id=conflict_ids.get(seg.valid_from),
         )
     winner = seg.winner
-    return CurrentFact(
-        **common, status="value", value=seg.value, value_key=seg.value_key, valid_from=seg.valid_from,
+    return dict(
+        status="value", value=seg.value, value_key=seg.value_key, valid_from=seg.valid_from,
         valid_to=seg.valid_to, asserted_valid_to=winner.valid_to, assertion_id=winner.id,
         stated_at=winner.stated_at, recorded_at=winner.recorded_at, source=source_json(winner, info),
-        sources=[source_json(c, info) for c in seg.sources], candidates=[], rule=seg.rule,
+        sources=[source_json(c, info) for c in seg.sources], candidates=[], rule=seg.rule, conflict_id=None,
     )
 
 

@@ -9,7 +9,7 @@ simply not found. Reads never import writes.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import defaultdict, namedtuple
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -259,7 +259,7 @@ def _facts_as_of(*, tenant_id: int, external_id: str, valid_at: datetime, known_
         if not key_rows:
             raise NotFound("no such subject")
         subject_id, subject_external_id = key_rows[0][:2]
-        keys = {r[2]: FactKey.from_db(connection.alias, _FACT_KEY_ATTNAMES, r[2:]) for r in key_rows if r[2] is not None}
+        keys = {r[2]: _KeyRow(*r[2:]) for r in key_rows if r[2] is not None}
         if not keys:
             return subject_external_id, []
         params.update(subject=subject_id, keys=list(keys))
@@ -290,6 +290,8 @@ def _facts_as_of(*, tenant_id: int, external_id: str, valid_at: datetime, known_
 
 
 _FACT_KEY_ATTNAMES = [f.attname for f in FactKey._meta.concrete_fields]
+# A fact key's columns, read-only and cheaper than a model instance.
+_KeyRow = namedtuple("_KeyRow", _FACT_KEY_ATTNAMES)
 _SUBJECT_KEYS_SQL = (
     "SELECT s.id, s.external_id, " + ", ".join(f'k."{f.column}"' for f in FactKey._meta.concrete_fields)
     + f' FROM "{Subject._meta.db_table}" s LEFT JOIN "{FactKey._meta.db_table}" k '
