@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, Iterable
 
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
+from django.db.models import Q
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
@@ -25,8 +26,9 @@ from facts.claims import CLAIM_FIELDS, live_filter, to_claim
 from facts.inputs import AssertionInput, InputError
 from facts.models import (
     Assertion, Conflict, CurrentFact, Event, FactKey, PredicatePolicy, SourceRanking, Subject, Tenant,
+    new_assertion_id,
 )
-from facts.policy import CATALOGUE, PolicyCache
+from facts.policy import PolicyCache
 from facts.projection import iso, rows_for_key, source_info
 from facts.resolve import (
     CARDINALITY_MANY, FATE_CONFLICT, FATE_OVERRULED, FATE_PROPOSED, FATE_WINNING, RULE_CARDINALITY_MANY,
@@ -93,8 +95,13 @@ def _lock_keys(key_ids: Iterable[int]) -> list[FactKey]:
     return list(FactKey.objects.select_for_update().filter(pk__in=set(key_ids)).order_by("pk"))
 
 
+# Below this many rows one multi-row INSERT costs fewer round trips than COPY.
+COPY_THRESHOLD = 64
+
+
 def _copy_insert(model, objs: list) -> None:
-    """Insert model instances with PostgreSQL ``COPY`` (the bulk write path).
+    """Insert model instances in bulk: ``COPY`` for many rows, one
+    multi-row ``INSERT`` for a few (a single webhook's rows).
 
     For models whose columns are all set on the instance (no ``auto_now``).
     Values go as they are (psycopg adapts UUIDs and aware datetimes), except
@@ -103,29 +110,33 @@ def _copy_insert(model, objs: list) -> None:
     """
     if not objs:
         return
-    sql, columns = _copy_plan(model)
+    copy_sql, insert_sql, columns = _copy_plan(model)
+    rows = [[values[name] if wrap is None else (None if values[name] is None else wrap(values[name]))
+             for name, wrap in columns] for values in (obj.__dict__ for obj in objs)]
     conn = connections[DEFAULT_DB_ALIAS]  # the connection itself, not the thread-local proxy, in the hot loop
     with conn.cursor() as cursor:
-        with cursor.cursor.copy(sql) as copy:
-            for obj in objs:
-                values = obj.__dict__
-                copy.write_row([values[name] if wrap is None else (None if values[name] is None else wrap(values[name]))
-                                for name, wrap in columns])
+        if len(rows) < COPY_THRESHOLD:
+            one = "(" + ", ".join(["%s"] * len(columns)) + ")"
+            cursor.execute(insert_sql + ", ".join([one] * len(rows)), [v for row in rows for v in row])
+            return
+        with cursor.cursor.copy(copy_sql) as copy:
+            for row in rows:
+                copy.write_row(row)
 
 
-_copy_plans: dict[type, tuple[str, list]] = {}
+_copy_plans: dict[type, tuple[str, str, list]] = {}
 
 
-def _copy_plan(model) -> tuple[str, list[tuple[str, Any]]]:
-    """``COPY … FROM STDIN`` of ``model`` and its columns as ``(attname,
-    wrap)``; cached per model."""
+def _copy_plan(model) -> tuple[str, str, list[tuple[str, Any]]]:
+    """``COPY … FROM STDIN`` and ``INSERT … VALUES`` (without the rows) of
+    ``model``, and its columns as ``(attname, wrap)``; cached per model."""
     if model not in _copy_plans:
         fields = [f for f in model._meta.concrete_fields
                   if not (f.primary_key and f.get_internal_type() == "BigAutoField")]
         quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
-        sql = f"COPY {quote(model._meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) FROM STDIN"
-        _copy_plans[model] = (sql, [(f.attname, Jsonb if f.get_internal_type() == "JSONField" else None)
-                                    for f in fields])
+        table, names = quote(model._meta.db_table), ", ".join(quote(f.column) for f in fields)
+        _copy_plans[model] = (f"COPY {table} ({names}) FROM STDIN", f"INSERT INTO {table} ({names}) VALUES ",
+                              [(f.attname, Jsonb if f.get_internal_type() == "JSONField" else None) for f in fields])
     return _copy_plans[model]
 
 
@@ -347,18 +358,17 @@ def _store_projections(states: dict[int, tuple[KeyState, dict]], info: dict | No
 # --------------------------------------------------------------------------- assert
 
 
-def _ensure_policy_rows(tenant: Tenant, predicates: set[str], now: datetime) -> None:
+def _register_unclassified(tenant: Tenant, predicates: set[str], now: datetime) -> None:
     """A predicate nobody registered is admitted as ``many``/``low`` and
-    marked unclassified, so staff see it (DESIGN.md, "Predicate policy")."""
-    unknown = predicates - CATALOGUE.keys()
-    if not unknown:
-        return
-    known = set(PredicatePolicy.objects.filter(tenant=tenant, predicate__in=unknown).values_list("predicate", flat=True))
-    PredicatePolicy.objects.bulk_create([
-        PredicatePolicy(tenant=tenant, predicate=p, cardinality="many", stakes="low", authority="user",
-                        classified=False, recorded_at=now, recorded_by="admission")
-        for p in sorted(unknown - known)
-    ])
+    marked unclassified, so staff see it (DESIGN.md, "Predicate policy").
+    ``predicates`` are those the write's :class:`PolicyCache` found with no
+    stored row (:attr:`PolicyCache.unregistered`)."""
+    if predicates:
+        PredicatePolicy.objects.bulk_create([
+            PredicatePolicy(tenant=tenant, predicate=p, cardinality="many", stakes="low", authority="user",
+                            classified=False, recorded_at=now, recorded_by="admission")
+            for p in sorted(predicates)
+        ])
 
 
 def _subject_ids(tenant: Tenant, items: list[AssertionInput]) -> dict[str, int]:
@@ -385,24 +395,31 @@ def _locked_keys(tenant: Tenant, idents: set[tuple],
                  extra_ids: Iterable[int] = ()) -> tuple[dict[tuple, FactKey], dict[int, FactKey]]:
     """Fact keys for ``idents`` (subject id, entity, predicate, scope kind,
     scope key), created when missing, and the keys ``extra_ids``, all
-    row-locked in id order in one statement. Returns ``(ident -> key,
-    key id -> key)``."""
-    def load() -> dict[tuple, int]:
-        rows = FactKey.objects.filter(tenant=tenant, subject_id__in={i[0] for i in idents},
-                                      predicate__in={i[2] for i in idents})
-        found = {(k.subject_id, k.entity, k.predicate, k.scope_kind, k.scope_key): k.id for k in rows}
-        return {i: found[i] for i in idents if i in found}
+    row-locked in id order. Keys that exist are found and locked by the same
+    ``SELECT … FOR UPDATE`` (it may also lock other keys of the same
+    subjects and predicates); only missing ones cost an insert and a second
+    lock. Returns ``(ident -> key, key id -> key)`` of the keys asked for."""
+    extra_ids = set(extra_ids)
 
-    ids = load()
-    missing = idents - ids.keys()
+    def lock(wanted: set[tuple], extra: set[int]) -> dict[tuple, FactKey]:
+        q = Q(pk__in=extra)
+        if wanted:
+            q |= Q(subject_id__in={i[0] for i in wanted}, predicate__in={i[2] for i in wanted})
+        rows = FactKey.objects.select_for_update().filter(q, tenant=tenant).order_by("pk")
+        return {(k.subject_id, k.entity, k.predicate, k.scope_kind, k.scope_key): k for k in rows}
+
+    found = lock(idents, extra_ids)
+    missing = idents - found.keys()
     if missing:
         FactKey.objects.bulk_create([
             FactKey(tenant=tenant, subject_id=s, entity=e, predicate=p, scope_kind=k, scope_key=sk)
             for s, e, p, k, sk in sorted(missing)
         ], ignore_conflicts=True)
-        ids = load()
-    by_id = {k.id: k for k in _lock_keys({*ids.values(), *extra_ids})}
-    return {i: by_id[pk] for i, pk in ids.items()}, by_id
+        found.update(lock(missing, set()))
+    by_ident = {i: found[i] for i in idents}
+    by_id = {k.id: k for k in by_ident.values()}
+    by_id.update({k.id: k for k in found.values() if k.id in extra_ids and k.id not in by_id})
+    return by_ident, by_id
 
 
 def _states(keys: Iterable[FactKey], *, now: datetime, policies: PolicyCache,
@@ -562,11 +579,13 @@ def _record(tenant: Tenant, items: list[Item], todo: list[int], actor: str,
     retractions = {i: items[i] for i in todo if isinstance(items[i], Retraction)}
     stored = _retraction_targets(tenant, retractions)
     subjects = _subject_ids(tenant, [items[i] for i in fresh])
-    _ensure_policy_rows(tenant, {items[i].predicate for i in fresh}, timezone.now())
     keys, locked = _locked_keys(tenant, {_key_ident(subjects[items[i].subject], items[i]) for i in fresh},
                                 {t["fact_key_id"] for rows in stored.values() for t in rows})
     now = timezone.now()
     policies = PolicyCache(tenant_id=tenant.id, at=now)
+    new_predicates = {items[i].predicate for i in fresh}
+    policies.prefetch(new_predicates | {k.predicate for k in locked.values()})
+    _register_unclassified(tenant, policies.unregistered & new_predicates, now)
     values: dict[int, set[str]] = {}
     for i in fresh:
         d = items[i]
@@ -610,7 +629,7 @@ def _record(tenant: Tenant, items: list[Item], todo: list[int], actor: str,
             steps.append((i, "retract", changed, fresh_ids, [str(aid) for aid, *_ in named]))
             continue
         key = keys[_key_ident(subjects[d.subject], d)]
-        claim = Claim(uuid.uuid4(), d.value, d.value_key, d.valid_from, d.valid_to, d.stated_at, now,
+        claim = Claim(new_assertion_id(), d.value, d.value_key, d.valid_from, d.valid_to, d.stated_at, now,
                       d.source_kind, d.source_id, d.content_hash)
         rows[claim.id] = Assertion(
             id=claim.id, tenant=tenant, subject_id=key.subject_id, fact_key=key, value=d.value,
@@ -829,7 +848,7 @@ def unretract(*, tenant: Tenant, batch_id: uuid.UUID, actor: str) -> int:
             copies, log = [], []
             for original in originals:
                 copy = Assertion(**{f.attname: getattr(original, f.attname) for f in Assertion._meta.concrete_fields})
-                copy.id, copy.recorded_at, copy.actor = uuid.uuid4(), now, actor
+                copy.id, copy.recorded_at, copy.actor = new_assertion_id(), now, actor
                 copy.retracted_at, copy.retraction_reason, copy.retracted_by = None, "", ""
                 copy.revocation_batch, copy.payload_hash = None, f"restored:{original.id}"
                 copies.append(copy)

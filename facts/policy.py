@@ -9,8 +9,11 @@ unclassified default).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
+
+from django.db import connection
 
 from facts.models import PredicatePolicy, SourceRanking
 from facts.resolve import DEFAULT_RANKING, Policy
@@ -96,6 +99,35 @@ def _view(predicate: str, row: PredicatePolicy | None) -> PolicyView:
     return PolicyView(predicate, entry.cardinality, entry.stakes, entry.authority, entry.ttl_seconds, origin, None)
 
 
+def _latest_rows(*, tenant_id: int, at: datetime, predicates: set[str],
+                 with_ranking: bool) -> tuple[dict[str, CatalogueEntry], tuple[str, ...] | None]:
+    """The newest policy row at or before ``at`` of each of ``predicates``
+    (as catalogue entries) and, when ``with_ranking``, the ranking in force
+    at ``at``: one round trip for the write path."""
+    policy, ranking = PredicatePolicy._meta.db_table, SourceRanking._meta.db_table
+    sql = (f"(SELECT DISTINCT ON (predicate) predicate, cardinality, stakes, authority, ttl_seconds, NULL::jsonb "
+           f"FROM {policy} WHERE tenant_id = %s AND predicate = ANY(%s) AND recorded_at <= %s "
+           f"ORDER BY predicate, recorded_at DESC, id DESC)")
+    params: list = [tenant_id, sorted(predicates), at]
+    if with_ranking:
+        sql += (f" UNION ALL (SELECT NULL, NULL, NULL, NULL, NULL, ranking FROM {ranking} "
+                f"WHERE tenant_id = %s AND recorded_at <= %s ORDER BY recorded_at DESC, id DESC LIMIT 1)")
+        params += [tenant_id, at]
+    found: dict[str, CatalogueEntry] = {}
+    stored_ranking = None
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for predicate, cardinality, stakes, authority, ttl_seconds, ranking_row in cursor.fetchall():
+            if predicate is None:
+                # Django's backend hands jsonb over as text (JSONField parses it).
+                stored_ranking = json.loads(ranking_row) if isinstance(ranking_row, str) else ranking_row
+            else:
+                found[predicate] = CatalogueEntry(cardinality, stakes, authority, ttl_seconds)
+    if not with_ranking:
+        return found, None
+    return found, tuple(stored_ranking) if stored_ranking else DEFAULT_RANKING
+
+
 class PolicyCache:
     """Per-call memo of :func:`policy_at`: one query per predicate and one for
     the ranking, however many keys are resolved at the same ``at``."""
@@ -105,21 +137,26 @@ class PolicyCache:
         self.at = at
         self._ranking: tuple[str, ...] | None = None
         self._policies: dict[str, Policy] = {}
+        # Predicates seen with neither a stored policy nor a catalogue entry.
+        self.unregistered: set[str] = set()
 
     def prefetch(self, predicates: set[str]) -> None:
-        """Load the policies of many predicates in one query."""
+        """Load the policies of many predicates, and the ranking when not
+        yet known, in one query. Predicates with no stored row and no
+        catalogue entry are added to :attr:`unregistered`."""
         missing = predicates - self._policies.keys()
         if not missing:
             return
-        rows = (
-            PredicatePolicy.objects.filter(tenant_id=self.tenant_id, predicate__in=missing, recorded_at__lte=self.at)
-            .order_by("predicate", "-recorded_at", "-id")
-            .distinct("predicate")
-        )
-        found = {r.predicate: r for r in rows}
+        found, ranking = _latest_rows(tenant_id=self.tenant_id, at=self.at, predicates=missing,
+                                      with_ranking=self._ranking is None)
+        if self._ranking is None:
+            self._ranking = ranking
         for predicate in missing:
             row = found.get(predicate)
-            entry = row or CATALOGUE.get(predicate) or UNCLASSIFIED
+            entry = row or CATALOGUE.get(predicate)
+            if entry is None:
+                self.unregistered.add(predicate)
+                entry = UNCLASSIFIED
             self._policies[predicate] = Policy(
                 cardinality=entry.cardinality, stakes=entry.stakes, authority=entry.authority,
                 ttl_seconds=entry.ttl_seconds, ranking=self.ranking,

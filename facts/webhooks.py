@@ -70,7 +70,9 @@ def dispatch(tenant: Tenant, envelope: Any, *, actor: str, prefix: str = "") -> 
             raise InputError(f"must be one of {', '.join(sorted(_handlers))}", f"{prefix}type")
         if "data" not in envelope:
             raise InputError("is required", f"{prefix}data")
-        with transaction.atomic():
+        # No savepoint of its own: inside dispatch_once a refusal rolls the
+        # whole transaction back; called alone, this is the transaction.
+        with transaction.atomic(savepoint=False):
             result = handler(tenant, envelope["data"], actor)
         return 200, result.as_body()
     except InputError as exc:
@@ -95,6 +97,8 @@ def dispatch_once(tenant: Tenant, idempotency_key: str, envelope: Any, *, actor:
             status, body = dispatch(tenant, envelope, actor=actor, prefix=prefix)
             if status == 200:
                 WebhookReceipt.objects.create(tenant=tenant, webhook_id=idempotency_key, status_code=status, response=body)
+            else:
+                transaction.set_rollback(True)  # a refusal writes nothing
             return status, body
     except IntegrityError:
         stored = WebhookReceipt.objects.filter(tenant=tenant, webhook_id=idempotency_key).first()

@@ -10,6 +10,7 @@ import time_machine
 from django.core import serializers
 
 from facts import events as ev
+from facts import ledger
 from facts.models import Assertion, Conflict, CurrentFact, Event, FactKey, Subject, WebhookReceipt
 from facts.resolve import content_hash, normalise_value
 from tests.factories import assertion_data
@@ -594,3 +595,14 @@ def test_without_a_key_the_api_answers_401(agent):
     response = agent.client.get("/api/v1/subjects/u-1/facts")
 
     assert response.status_code == 401
+
+
+def test_a_write_resolves_with_the_tenant_ranking_in_force(agent):
+    ledger.set_source_ranking(tenant=agent.tenant, actor="test", ranking=[
+        "agent_inference", "user_statement", "correction", "system_record", "user_document"])
+    agent.assert_fact(assertion_data(predicate="employer", value="Acme", valid_from="2024-01-01T00:00:00Z"))
+
+    guessed = agent.assert_fact(assertion_data(predicate="employer", value="Globex", kind="agent_inference",
+                                               valid_from="2024-01-01T00:00:00Z"))
+
+    assert (guessed["outcome"], guessed["rule"]) == ("superseded_existing", "source-rank")
