@@ -214,9 +214,24 @@ def policies_at(*, tenant_id: int, predicates: set[str], at: datetime) -> dict[s
     :class:`facts.policy.PolicyCache` does (DESIGN.md, "Predicate policy")."""
     with connection.cursor() as cursor:
         cursor.execute(_POLICIES_SQL, {"tenant": tenant_id, "at": at, "predicates": sorted(predicates)})
-        rows = cursor.fetchall()
-    ranking = tuple(json.loads(rows[0][5])) if rows[0][5] else DEFAULT_RANKING
-    found = {row[0]: PolicyRow(*row[1:5]) for row in rows[1:]}
+        return _policies(cursor.fetchall(), predicates)
+
+
+class _PolicyRow(NamedTuple):
+    cardinality: str
+    stakes: str
+    authority: str
+    ttl_seconds: int | None
+
+
+def _policies(rows: list[tuple], predicates: set[str]) -> dict[str, Policy]:
+    """Policies from the ``ranking`` and ``policy`` rows of :data:`_POLICIES_SQL`."""
+    ranking, found = DEFAULT_RANKING, {}
+    for kind, predicate, cardinality, stakes, authority, ttl_seconds, stored_ranking, *_ in rows:
+        if kind == "ranking" and stored_ranking:
+            ranking = tuple(json.loads(stored_ranking))
+        elif kind == "policy":
+            found[predicate] = _PolicyRow(cardinality, stakes, authority, ttl_seconds)
     out = {}
     for predicate in predicates:
         entry = found.get(predicate) or CATALOGUE.get(predicate) or UNCLASSIFIED
@@ -225,21 +240,26 @@ def policies_at(*, tenant_id: int, predicates: set[str], at: datetime) -> dict[s
     return out
 
 
-class PolicyRow(NamedTuple):
-    cardinality: str
-    stakes: str
-    authority: str
-    ttl_seconds: int | None
-
-
+# Rows of (kind, predicate, cardinality, stakes, authority, ttl_seconds,
+# ranking, fact_key_id, valid_from, conflict_id): the ranking in force at
+# %(at)s, the newest policy row of each of %(predicates)s at %(at)s; the as-of
+# read adds its conflicts to the same round trip.
 _POLICIES_SQL = (
-    "SELECT NULL, NULL, NULL, NULL, NULL, (SELECT r.ranking FROM "
+    "SELECT 'ranking', NULL::text, NULL::text, NULL::text, NULL::text, NULL::integer, (SELECT r.ranking FROM "
     f'"{SourceRanking._meta.db_table}" r WHERE r.tenant_id = %(tenant)s AND r.recorded_at <= %(at)s '
-    "ORDER BY r.recorded_at DESC, r.id DESC LIMIT 1) "
-    "UNION ALL (SELECT DISTINCT ON (p.predicate) p.predicate, p.cardinality, p.stakes, p.authority, p.ttl_seconds, "
-    f'NULL FROM "{PredicatePolicy._meta.db_table}" p WHERE p.tenant_id = %(tenant)s '
-    "AND p.predicate = ANY(%(predicates)s) AND p.recorded_at <= %(at)s "
+    "ORDER BY r.recorded_at DESC, r.id DESC LIMIT 1), NULL::bigint, NULL::timestamptz, NULL::uuid "
+    "UNION ALL (SELECT DISTINCT ON (p.predicate) 'policy', p.predicate, p.cardinality, p.stakes, p.authority, "
+    f'p.ttl_seconds, NULL::jsonb, NULL::bigint, NULL::timestamptz, NULL::uuid FROM "{PredicatePolicy._meta.db_table}" p '
+    "WHERE p.tenant_id = %(tenant)s AND p.predicate = ANY(%(predicates)s) AND p.recorded_at <= %(at)s "
     "ORDER BY p.predicate, p.recorded_at DESC, p.id DESC)"
+)
+# The conflicts open at %(known_at)s (a tie may have been opened, resolved
+# and opened again; a low-stakes tie is recorded resolved).
+_POLICIES_AND_CONFLICTS_SQL = (
+    _POLICIES_SQL + " UNION ALL SELECT 'conflict', NULL, NULL, NULL, NULL, NULL, NULL, c.fact_key_id, c.valid_from, "
+    f'c.id FROM "{Conflict._meta.db_table}" c WHERE c.tenant_id = %(tenant)s AND c.subject_id = %(subject)s '
+    "AND c.fact_key_id = ANY(%(keys)s) AND c.opened_at <= %(known_at)s "
+    "AND (c.resolved_at IS NULL OR c.resolved_at > %(known_at)s)"
 )
 
 
@@ -248,45 +268,53 @@ def _facts_as_of(*, tenant_id: int, external_id: str, valid_at: datetime, known_
     """Facts at ``valid_at`` as known at ``known_at``: the projection rows
     that the current view held then, built in memory by the same code that
     builds the stored projection, and shown the same way. Returns the
-    subject's external id and the items. Four queries: subject and its keys,
-    live assertions (with their extractor and evidence), policy, conflicts.
-    Raises :class:`NotFound`."""
+    subject's external id and the items. Two queries: the subject, its keys
+    and their live assertions (with extractor and evidence); the policy in
+    force then and the conflicts open then. Raises :class:`NotFound`."""
     key_sql, params = _key_filter_sql(entity, predicate, scope, alias="k")
-    params.update(tenant=tenant_id, external_id=external_id, known_at=known_at)
+    params.update(tenant=tenant_id, external_id=external_id, known_at=known_at, at=known_at)
+    keys: dict[int, _KeyRow] = {}
+    grouped: dict[int, list[Claim]] = defaultdict(list)
+    info: dict[Any, dict] = {}
     with connection.cursor() as cursor:
-        cursor.execute(_SUBJECT_KEYS_SQL.format(key_filter=key_sql), params)
-        key_rows = cursor.fetchall()
-        if not key_rows:
+        cursor.execute(_SUBJECT_LIVE_ASSERTIONS_SQL.format(key_filter=key_sql), params)
+        rows = cursor.fetchall()
+        if not rows:
             raise NotFound("no such subject")
-        subject_id, subject_external_id = key_rows[0][:2]
-        keys = {r[2]: _KeyRow(*r[2:]) for r in key_rows if r[2] is not None}
-        if not keys:
-            return subject_external_id, []
-        params.update(subject=subject_id, keys=list(keys))
-        cursor.execute(_LIVE_ASSERTIONS_SQL, params)
-        grouped: dict[int, list[Claim]] = defaultdict(list)
-        info: dict[Any, dict] = {}
-        for (aid, key_id, value, value_key, valid_from, valid_to, stated_at, recorded_at, source_kind, source_id,
-             content_hash, extractor, evidence, confidence, precision) in cursor.fetchall():
+        subject_id, subject_external_id = rows[0][:2]
+        for row in rows:
+            key_id = row[2]
+            if key_id is None:
+                continue
+            if key_id not in keys:
+                keys[key_id] = _KeyRow(*row[2:_ASSERTION_AT])
+            if row[_ASSERTION_AT] is None:
+                continue
+            (aid, value, value_key, valid_from, valid_to, stated_at, recorded_at, source_kind, source_id, content_hash,
+             extractor, evidence, confidence, precision) = row[_ASSERTION_AT:]
             grouped[key_id].append(Claim(
                 id=aid, value=None if value is None else json.loads(value), value_key=value_key,
                 valid_from=valid_from, valid_to=valid_to, stated_at=stated_at, recorded_at=recorded_at,
                 source_kind=source_kind, source_id=source_id, content_hash=content_hash))
             info[aid] = {"id": aid, "extractor": extractor, "evidence": evidence, "confidence": confidence,
                          "valid_to": valid_to, "valid_from_precision": precision}
-        # The conflict that was open at known_at (a tie may have been opened,
-        # resolved and opened again; a low-stakes tie is recorded resolved).
-        cursor.execute(_CONFLICTS_AS_OF_SQL, params)
-        conflicts: dict[int, dict] = defaultdict(dict)
-        for key_id, conflict_valid_from, conflict_id in cursor.fetchall():
+        if not grouped:
+            return subject_external_id, []
+        predicates = {k.predicate for k in keys.values()}
+        params.update(subject=subject_id, keys=list(grouped), predicates=sorted(predicates))
+        cursor.execute(_POLICIES_AND_CONFLICTS_SQL, params)
+        policy_rows = cursor.fetchall()
+    policies = _policies(policy_rows, predicates)
+    conflicts: dict[int, dict] = defaultdict(dict)
+    for kind, *_, key_id, conflict_valid_from, conflict_id in policy_rows:
+        if kind == "conflict":
             conflicts[key_id][conflict_valid_from] = conflict_id
-    policies = policies_at(tenant_id=tenant_id, predicates={k.predicate for k in keys.values()}, at=known_at)
-    rows = []
+    items = []
     for key_id, claims in grouped.items():
         key = keys[key_id]
         resolution = resolve(claims, policies[key.predicate])
-        rows.extend(rows_holding_at(key, resolution, info, conflicts[key_id], valid_at))
-    return subject_external_id, [fact_item_from_row(r) for r in sorted(rows, key=_row_order)]
+        items.extend(rows_holding_at(key, resolution, info, conflicts[key_id], valid_at))
+    return subject_external_id, [fact_item_from_row(r) for r in sorted(items, key=_row_order)]
 
 
 _FACT_KEY_ATTNAMES = [f.attname for f in FactKey._meta.concrete_fields]
@@ -298,18 +326,21 @@ _SUBJECT_KEYS_SQL = (
     "ON k.tenant_id = s.tenant_id AND k.subject_id = s.id{key_filter} "
     "WHERE s.tenant_id = %(tenant)s AND s.external_id = %(external_id)s"
 )
-# live(T) (facts/claims.py, ``live_filter``), with what ``source_info`` adds.
-_LIVE_ASSERTIONS_SQL = (
-    "SELECT a.id, a.fact_key_id, a.value, a.value_key, a.valid_from, a.valid_to, a.stated_at, a.recorded_at, "
-    "a.source_kind, a.source_id, a.content_hash, a.extractor, a.evidence, a.confidence, a.valid_from_precision "
-    f'FROM "{Assertion._meta.db_table}" a WHERE a.tenant_id = %(tenant)s AND a.subject_id = %(subject)s '
-    "AND a.fact_key_id = ANY(%(keys)s) AND a.recorded_at <= %(known_at)s AND a.erased_at IS NULL "
-    "AND (a.retracted_at IS NULL OR a.retracted_at > %(known_at)s)"
-)
-_CONFLICTS_AS_OF_SQL = (
-    f'SELECT c.fact_key_id, c.valid_from, c.id FROM "{Conflict._meta.db_table}" c '
-    "WHERE c.tenant_id = %(tenant)s AND c.subject_id = %(subject)s AND c.fact_key_id = ANY(%(keys)s) "
-    "AND c.opened_at <= %(known_at)s AND (c.resolved_at IS NULL OR c.resolved_at > %(known_at)s)"
+# Where the assertion's columns start in a row of the query below.
+_ASSERTION_AT = 2 + len(_FACT_KEY_ATTNAMES)
+# The subject, its keys and each key's live(T) assertions (facts/claims.py,
+# ``live_filter``) with what ``source_info`` adds; a key without any comes
+# once with NULLs, a subject without keys likewise.
+_SUBJECT_LIVE_ASSERTIONS_SQL = (
+    "SELECT s.id, s.external_id, " + ", ".join(f'k."{f.column}"' for f in FactKey._meta.concrete_fields)
+    + ", a.id, a.value, a.value_key, a.valid_from, a.valid_to, a.stated_at, a.recorded_at, a.source_kind, "
+    "a.source_id, a.content_hash, a.extractor, a.evidence, a.confidence, a.valid_from_precision "
+    f'FROM "{Subject._meta.db_table}" s LEFT JOIN "{FactKey._meta.db_table}" k '
+    "ON k.tenant_id = s.tenant_id AND k.subject_id = s.id{key_filter} "
+    f'LEFT JOIN "{Assertion._meta.db_table}" a ON a.tenant_id = s.tenant_id AND a.subject_id = s.id '
+    "AND a.fact_key_id = k.id AND a.recorded_at <= %(known_at)s AND a.erased_at IS NULL "
+    "AND (a.retracted_at IS NULL OR a.retracted_at > %(known_at)s) "
+    "WHERE s.tenant_id = %(tenant)s AND s.external_id = %(external_id)s"
 )
 
 
@@ -377,18 +408,18 @@ def history(*, tenant: Tenant, external_id: str, entity: str = "self", predicate
     "versions"}`` (versions as :func:`key_versions`). Raises
     :class:`NotFound` (subject or key)."""
     with connection.cursor() as cursor:
-        cursor.execute(_SUBJECT_KEYS_SQL.format(key_filter=" AND k.entity = %(entity)s AND k.predicate = %(predicate)s "
-                                                "AND k.scope_kind = %(scope_kind)s AND k.scope_key = %(scope_key)s"),
-                       {"tenant": tenant.id, "external_id": external_id, "entity": entity, "predicate": predicate,
-                        "scope_kind": scope[0], "scope_key": scope[1]})
-        row = cursor.fetchone()
-    if row is None:
+        cursor.execute(_HISTORY_SQL, {"tenant": tenant.id, "external_id": external_id, "entity": entity,
+                                      "predicate": predicate, "scope_kind": scope[0], "scope_key": scope[1]})
+        rows = cursor.fetchall()
+    if not rows:
         raise NotFound("no such subject")
-    if row[2] is None:
+    if rows[0][1] is None:
         raise NotFound("no such fact key")
-    key = FactKey.from_db(connection.alias, _FACT_KEY_ATTNAMES, row[2:])
-    return {"subject": row[1], "entity": key.entity, "predicate": key.predicate, "scope": key.scope,
-            "versions": key_versions(key=key)}
+    key = FactKey.from_db(connection.alias, _FACT_KEY_ATTNAMES, rows[0][1:_HISTORY_ASSERTION_AT])
+    assertions = [dict(zip(_KEY_ASSERTION_COLUMNS, r[_HISTORY_ASSERTION_AT:]))
+                  for r in rows if r[_HISTORY_ASSERTION_AT] is not None]
+    return {"subject": rows[0][0], "entity": key.entity, "predicate": key.predicate, "scope": key.scope,
+            "versions": key_versions(key=key, assertions=assertions)}
 
 
 _KEY_ASSERTION_COLUMNS = (*CLAIM_FIELDS, "extractor", "evidence", "retracted_at", "erased_at", "retraction_reason")
@@ -396,22 +427,38 @@ _KEY_ASSERTIONS_SQL = (
     "SELECT " + ", ".join(f"a.{c}" for c in _KEY_ASSERTION_COLUMNS)
     + f' FROM "{Assertion._meta.db_table}" a WHERE a.tenant_id = %(tenant)s AND a.fact_key_id = %(key)s'
 )
+_HISTORY_ASSERTION_AT = 1 + len(_FACT_KEY_ATTNAMES)
+# The subject's external id, the key and every assertion of the key (one row
+# each; one row with NULLs for a key without any, none for no subject).
+_HISTORY_SQL = (
+    "SELECT s.external_id, " + ", ".join(f'k."{f.column}"' for f in FactKey._meta.concrete_fields) + ", "
+    + ", ".join(f"a.{c}" for c in _KEY_ASSERTION_COLUMNS)
+    + f' FROM "{Subject._meta.db_table}" s LEFT JOIN "{FactKey._meta.db_table}" k ON k.tenant_id = s.tenant_id '
+    "AND k.subject_id = s.id AND k.entity = %(entity)s AND k.predicate = %(predicate)s "
+    "AND k.scope_kind = %(scope_kind)s AND k.scope_key = %(scope_key)s "
+    f'LEFT JOIN "{Assertion._meta.db_table}" a ON a.tenant_id = s.tenant_id AND a.fact_key_id = k.id '
+    "WHERE s.tenant_id = %(tenant)s AND s.external_id = %(external_id)s"
+)
 _KEY_EVENTS_SQL = (
     f'SELECT e.assertion_id, e.type, e.at, e.rule, e.actor FROM "{Event._meta.db_table}" e '
     "WHERE e.tenant_id = %(tenant)s AND e.fact_key_id = %(key)s ORDER BY e.at, e.id"
 )
 
 
-def key_versions(*, key: FactKey, now: datetime | None = None) -> list[dict]:
+def key_versions(*, key: FactKey, now: datetime | None = None, assertions: list[dict] | None = None) -> list[dict]:
     """The versions of one key (API.md, "history"), oldest first: each
     ``{"assertion_id", "value", "valid_from", "valid_to", "stated_at",
     "recorded_at", "status", "rule", "supersedes", "superseded_by",
-    "sources", "events"}``. Three queries (assertions, events, policy)."""
+    "sources", "events"}``. Three queries (assertions, events, policy);
+    two when the caller read the key's ``assertions`` already (rows of
+    ``_KEY_ASSERTION_COLUMNS``, ``value`` as JSON text)."""
     now = now or timezone.now()
     params = {"tenant": key.tenant_id, "key": key.id}
     with connection.cursor() as cursor:
-        cursor.execute(_KEY_ASSERTIONS_SQL, params)
-        rows = [dict(zip(_KEY_ASSERTION_COLUMNS, r)) for r in cursor.fetchall()]
+        if assertions is None:
+            cursor.execute(_KEY_ASSERTIONS_SQL, params)
+            assertions = [dict(zip(_KEY_ASSERTION_COLUMNS, r)) for r in cursor.fetchall()]
+        rows = assertions
         cursor.execute(_KEY_EVENTS_SQL, params)
         event_rows = cursor.fetchall()
     for r in rows:
