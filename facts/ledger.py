@@ -12,16 +12,17 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from datetime import datetime
 from typing import Any, Iterable
 
-from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
-from psycopg.types.json import Jsonb
 
 from facts import events as ev
 from facts.errors import NotFound
+from facts.bulk import insert_rows
 from facts.claims import CLAIM_FIELDS, live_filter, to_claim
 from facts.inputs import AssertionInput, InputError
 from facts.models import (
@@ -95,58 +96,14 @@ def _lock_keys(key_ids: Iterable[int]) -> list[FactKey]:
     return list(FactKey.objects.select_for_update().filter(pk__in=set(key_ids)).order_by("pk"))
 
 
-# Below this many rows one multi-row INSERT costs fewer round trips than COPY.
-COPY_THRESHOLD = 64
-
-
-def _copy_insert(model, objs: list) -> None:
-    """Insert model instances in bulk: ``COPY`` for many rows, one
-    multi-row ``INSERT`` for a few (a single webhook's rows).
-
-    For models whose columns are all set on the instance (no ``auto_now``).
-    Values go as they are (psycopg adapts UUIDs and aware datetimes), except
-    JSON columns, which are wrapped as ``jsonb`` the way Django's
-    ``JSONField`` stores them (``None`` is SQL ``NULL``).
-    """
-    if not objs:
-        return
-    copy_sql, insert_sql, columns = _copy_plan(model)
-    rows = [[values[name] if wrap is None else (None if values[name] is None else wrap(values[name]))
-             for name, wrap in columns] for values in (obj.__dict__ for obj in objs)]
-    conn = connections[DEFAULT_DB_ALIAS]  # the connection itself, not the thread-local proxy, in the hot loop
-    with conn.cursor() as cursor:
-        if len(rows) < COPY_THRESHOLD:
-            one = "(" + ", ".join(["%s"] * len(columns)) + ")"
-            cursor.execute(insert_sql + ", ".join([one] * len(rows)), [v for row in rows for v in row])
-            return
-        with cursor.cursor.copy(copy_sql) as copy:
-            for row in rows:
-                copy.write_row(row)
-
-
-_copy_plans: dict[type, tuple[str, str, list]] = {}
-
-
-def _copy_plan(model) -> tuple[str, str, list[tuple[str, Any]]]:
-    """``COPY … FROM STDIN`` and ``INSERT … VALUES`` (without the rows) of
-    ``model``, and its columns as ``(attname, wrap)``; cached per model."""
-    if model not in _copy_plans:
-        fields = [f for f in model._meta.concrete_fields
-                  if not (f.primary_key and f.get_internal_type() == "BigAutoField")]
-        quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
-        table, names = quote(model._meta.db_table), ", ".join(quote(f.column) for f in fields)
-        _copy_plans[model] = (f"COPY {table} ({names}) FROM STDIN", f"INSERT INTO {table} ({names}) VALUES ",
-                              [(f.attname, Jsonb if f.get_internal_type() == "JSONField" else None) for f in fields])
-    return _copy_plans[model]
-
-
 # --------------------------------------------------------------------------- recording
 
 
 def _event(key: FactKey | None, *, tenant_id: int, subject_id: int | None, type: str, at: datetime, actor: str,
            assertion_id: Any = None, rule: str = "", before: list | None = None, after: list | None = None,
-           payload_hash: str = "", data: dict | None = None, fact_key_id: int | None = None) -> Event:
-    return Event(
+           payload_hash: str = "", data: dict | None = None, fact_key_id: int | None = None) -> SimpleNamespace:
+    """An event-log row, light (see :func:`_copy_insert`), for ``log``."""
+    return SimpleNamespace(
         tenant_id=tenant_id, subject_id=subject_id, fact_key_id=key.id if key else fact_key_id,
         assertion_id=assertion_id, type=type, rule=rule,
         actor=actor, before=before or [], after=after or [], payload_hash=payload_hash, data=data or {}, at=at,
@@ -154,7 +111,7 @@ def _event(key: FactKey | None, *, tenant_id: int, subject_id: int | None, type:
 
 
 def _transition(before: KeyState, after: KeyState, *, now: datetime, actor: str, cause_id: Any = None,
-                log: list[Event], book: ConflictBook) -> dict:
+                log: list[SimpleNamespace], book: ConflictBook) -> dict:
     """What changed on one key between two states: status-change and
     supersession events (appended to ``log``, stored by the caller),
     conflicts opened or resolved (kept in ``book``), domain events. Returns ``{"conflict_ids": {valid_from: id},
@@ -273,7 +230,7 @@ class ConflictBook:
 
 
 def _sync_conflicts(state: KeyState, *, now: datetime, actor: str, book: ConflictBook,
-                    log: list[Event]) -> dict[datetime, Any]:
+                    log: list[SimpleNamespace]) -> dict[datetime, Any]:
     """Open a conflict for each new high-stakes tie, record low-stakes ties as
     resolved by rule, resolve open conflicts whose tie is gone (step 6).
     Events go to ``log``; a key that has never had a conflict and has no tie
@@ -352,7 +309,7 @@ def _store_projections(states: dict[int, tuple[KeyState, dict]], info: dict | No
         info = source_info(c.id for state, _ in states.values() for c in state.claims)
     rows = [row for state, conflict_ids in states.values()
             for row in rows_for_key(state.key, state.resolution, state.claims, info, conflict_ids)]
-    _copy_insert(CurrentFact, rows)
+    insert_rows(CurrentFact, rows)
 
 
 # --------------------------------------------------------------------------- assert
@@ -631,8 +588,8 @@ def _record(tenant: Tenant, items: list[Item], todo: list[int], actor: str,
         key = keys[_key_ident(subjects[d.subject], d)]
         claim = Claim(new_assertion_id(), d.value, d.value_key, d.valid_from, d.valid_to, d.stated_at, now,
                       d.source_kind, d.source_id, d.content_hash)
-        rows[claim.id] = Assertion(
-            id=claim.id, tenant=tenant, subject_id=key.subject_id, fact_key=key, value=d.value,
+        rows[claim.id] = SimpleNamespace(
+            id=claim.id, tenant_id=tenant.id, subject_id=key.subject_id, fact_key_id=key.id, value=d.value,
             value_key=d.value_key, valid_from=d.valid_from, valid_to=d.valid_to,
             valid_from_precision=d.valid_from_precision, stated_at=d.stated_at, recorded_at=now,
             source_kind=d.source_kind, source_id=d.source_id, extractor=d.extractor, confidence=d.confidence,
@@ -644,11 +601,11 @@ def _record(tenant: Tenant, items: list[Item], todo: list[int], actor: str,
         claims = before.claims + [claim]
         states[key.id] = KeyState(key, claims, resolve(claims, before.resolution.policy), values=before.values)
         steps.append((i, "assert", before, states[key.id], claim))
-    _copy_insert(Assertion, list(rows.values()))
+    insert_rows(Assertion, list(rows.values()))
     for ids, d in updates:
         Assertion.objects.filter(id__in=ids).update(
             retracted_at=now, retraction_reason=d.reason, retracted_by=actor, revocation_batch=d.batch_id)
-    log: list[Event] = []
+    log: list[SimpleNamespace] = []
     conflict_ids: dict[int, dict] = {}
     for step in steps:
         if step[1] == "retract":
@@ -658,7 +615,7 @@ def _record(tenant: Tenant, items: list[Item], todo: list[int], actor: str,
             i, _, before, after, claim = step
             results[i] = _commit_assertion(tenant, items[i], before, after, claim, now=now, actor=actor, log=log,
                                            book=book, conflict_ids=conflict_ids)
-    _copy_insert(Event, log)
+    insert_rows(Event, log)
     _store_projections({kid: (state, conflict_ids.get(kid, {})) for kid, state in states.items()
                         if kid in conflict_ids}, info)
     logger.info("ledger.batch", extra={"tenant": tenant.slug, "assertions": len(rows),
@@ -676,7 +633,7 @@ def _named_in_batch(d: Retraction, batch_claims: list[tuple[AssertionInput, Clai
 
 
 def _commit_assertion(tenant: Tenant, d: AssertionInput, before: KeyState, after: KeyState, claim: Claim, *,
-                      now: datetime, actor: str, log: list[Event], book: ConflictBook,
+                      now: datetime, actor: str, log: list[SimpleNamespace], book: ConflictBook,
                       conflict_ids: dict[int, dict]) -> WriteResult:
     """Events, conflicts and domain events of one new assertion (write rule
     steps 5-8); returns its result."""
@@ -691,8 +648,8 @@ def _commit_assertion(tenant: Tenant, d: AssertionInput, before: KeyState, after
         result.conflict_id = str(committed["conflict_ids"][start])
     if result.outcome == "superseded_existing" and not result.supersedes:
         result.outcome = "created"
-    log.insert(asserted_at, Event(
-        tenant=tenant, subject_id=key.subject_id, fact_key=key, assertion_id=claim.id, type=ev.FACT_ASSERTED,
+    log.insert(asserted_at, _event(
+        key, tenant_id=tenant.id, subject_id=key.subject_id, assertion_id=claim.id, type=ev.FACT_ASSERTED,
         rule=result.rule, actor=actor, before=result.supersedes, after=[str(claim.id)],
         payload_hash=d.payload_hash, data={"outcome": result.outcome, "source_kind": d.source_kind}, at=now,
     ))
@@ -705,7 +662,7 @@ def _commit_assertion(tenant: Tenant, d: AssertionInput, before: KeyState, after
 
 
 def _commit_retraction(tenant: Tenant, d: Retraction, changed: list[tuple[KeyState, KeyState]], fresh: list[tuple],
-                       named: list[str], *, now: datetime, actor: str, log: list[Event], book: ConflictBook,
+                       named: list[str], *, now: datetime, actor: str, log: list[SimpleNamespace], book: ConflictBook,
                        conflict_ids: dict[int, dict]) -> WriteResult:
     """Events, conflicts and domain events of one retraction; ``fresh``
     holds ``(assertion id, key id)`` of the assertions it retracted now, ``named`` every id it matched (already retracted ones
@@ -807,12 +764,12 @@ def _recompute(key_ids: Iterable[int], *, now: datetime, actor: str, mutate) -> 
     mutate()
     after, info = _states(keys, now=now, policies=policies)
     book = ConflictBook(after)
-    log: list[Event] = []
+    log: list[SimpleNamespace] = []
     conflict_ids = {}
     for key in keys:
         out = _transition(before[key.id], after[key.id], now=now, actor=actor, log=log, book=book)
         conflict_ids[key.id] = out["conflict_ids"]
-    _copy_insert(Event, log)
+    insert_rows(Event, log)
     _store_projections({kid: (state, conflict_ids[kid]) for kid, state in after.items()}, info)
 
 
@@ -857,8 +814,8 @@ def unretract(*, tenant: Tenant, batch_id: uuid.UUID, actor: str) -> int:
                                   before=[str(original.id)], after=[str(copy.id)], data={"batch_id": str(batch_id)},
                                   fact_key_id=original.fact_key_id))
             Assertion.objects.filter(id__in=[o.id for o in originals]).update(revocation_batch=None)
-            _copy_insert(Assertion, copies)
-            _copy_insert(Event, log)
+            insert_rows(Assertion, copies)
+            insert_rows(Event, log)
 
         _recompute({t["fact_key_id"] for t in targets}, now=now, actor=actor, mutate=mutate)
         return len(targets)
@@ -892,7 +849,7 @@ def _erase_rows(tenant: Tenant, rows: list[dict], *, actor: str) -> None:
             content_hash="", payload_hash="",
         )
         Event.objects.filter(tenant=tenant, assertion_id__in=ids).exclude(payload_hash="").update(payload_hash="")
-        Event.objects.bulk_create([
+        insert_rows(Event, [
             _event(None, tenant_id=tenant.id, subject_id=r["subject_id"], type=ev.FACT_ERASED, at=now, actor=actor,
                    assertion_id=r["id"], rule="erasure", fact_key_id=r["fact_key_id"]) for r in rows
         ])
@@ -975,14 +932,14 @@ def _rerun(tenant: Tenant, keys, *, now: datetime, actor: str) -> dict:
     open_conflicts = Conflict.objects.filter(fact_key_id__in=list(after), status=Conflict.OPEN)
     opened_before = open_conflicts.count()
     book = ConflictBook(after)
-    log: list[Event] = []
+    log: list[SimpleNamespace] = []
     conflict_ids, changed = {}, 0
     for kid, state in after.items():
         before = KeyState(state.key, state.claims, resolve(state.claims, previous.get(state.key.predicate)))
         changed += before.resolution.segments != state.resolution.segments
         out = _transition(before, state, now=now, actor=actor, log=log, book=book)
         conflict_ids[kid] = out["conflict_ids"]
-    _copy_insert(Event, log)
+    insert_rows(Event, log)
     _store_projections({kid: (state, conflict_ids[kid]) for kid, state in after.items()}, info)
     return {
         "keys": len(after), "changed": changed,

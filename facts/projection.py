@@ -52,18 +52,21 @@ def candidate_json(claim: Claim, info: dict) -> dict:
 
 def rows_for_key(
     key: FactKey, resolution: Resolution, claims: list[Claim], info: dict, conflict_ids: dict[datetime, Any]
-) -> list[CurrentFact]:
+) -> list[SimpleNamespace]:
     """The projection rows of one key: one per segment, one per proposal.
 
     ``conflict_ids`` maps a conflict segment's ``valid_from`` to its
-    :class:`~facts.models.Conflict` id.
+    :class:`~facts.models.Conflict` id. Light rows: plain objects with every
+    :class:`~facts.models.CurrentFact` column as an attribute (the ledger
+    stores them by ``COPY``; model instances cost more to create than the
+    rest of a write).
     """
     common = _common(key)
-    rows = [_segment_row(seg, info, conflict_ids, common) for seg in resolution.segments]
+    rows = [SimpleNamespace(**common, **_segment_fields(seg, info, conflict_ids)) for seg in resolution.segments]
     for claim in claims:
         if resolution.fate.get(claim.id) == FATE_PROPOSED:
-            rows.append(CurrentFact(
-                **common, status="proposed", value=claim.value, value_key=claim.value_key,
+            rows.append(SimpleNamespace(
+                **common, status="proposed", conflict_id=None, value=claim.value, value_key=claim.value_key,
                 valid_from=claim.valid_from, valid_to=claim.valid_to, asserted_valid_to=claim.valid_to,
                 assertion_id=claim.id, stated_at=claim.stated_at, recorded_at=claim.recorded_at,
                 source=source_json(claim, info), sources=[source_json(claim, info)], candidates=[],
@@ -91,10 +94,6 @@ def _common(key: FactKey) -> dict:
         tenant_id=key.tenant_id, subject_id=key.subject_id, fact_key_id=key.id, entity=key.entity,
         predicate=key.predicate, scope_kind=key.scope_kind, scope_key=key.scope_key,
     )
-
-
-def _segment_row(seg: Segment, info: dict, conflict_ids: dict, common: dict) -> CurrentFact:
-    return CurrentFact(**common, **_segment_fields(seg, info, conflict_ids))
 
 
 def _segment_fields(seg: Segment, info: dict, conflict_ids: dict) -> dict:

@@ -10,6 +10,7 @@ by a function that app registers with :func:`register_handler`, so
 from __future__ import annotations
 
 import logging
+from types import SimpleNamespace
 from typing import Any, Callable
 
 from django.db import IntegrityError, transaction
@@ -20,6 +21,7 @@ from django.views.decorators.http import require_POST
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from facts import ledger
+from facts.bulk import insert_rows
 from facts.errors import NotFound, StateConflict
 from facts.inputs import InputError, parse_assertion, parse_json_body, parse_retraction
 from facts.models import Tenant, WebhookReceipt
@@ -146,8 +148,10 @@ def dispatch_batch(tenant: Tenant, events: list[dict], *, actor: str, key_prefix
             return
         with transaction.atomic():
             results = ledger.write_batch(tenant=tenant, items=[d for _, d in run], actor=actor)
-            WebhookReceipt.objects.bulk_create([
-                WebhookReceipt(tenant=tenant, webhook_id=keys[i], status_code=200, response=r.as_body())
+            now = timezone.now()
+            insert_rows(WebhookReceipt, [
+                SimpleNamespace(tenant_id=tenant.id, webhook_id=keys[i], status_code=200, response=r.as_body(),
+                                created_at=now)
                 for (i, _), r in zip(run, results) if isinstance(r, ledger.WriteResult)
             ], ignore_conflicts=True)
         for (i, _), r in zip(run, results):
