@@ -447,7 +447,8 @@ def assert_facts(*, tenant: Tenant, items: list[AssertionInput], actor: str) -> 
     return write_batch(tenant=tenant, items=items, actor=actor)  # type: ignore[return-value]
 
 
-def write_batch(*, tenant: Tenant, items: list[Item], actor: str) -> list[WriteResult | NotFound]:
+def write_batch(*, tenant: Tenant, items: list[Item], actor: str,
+                savepoint: bool = True) -> list[WriteResult | NotFound]:
     """Apply assertions and retractions in one transaction, in order (the
     batch import, API.md "Batch import"; every other write is a batch of one).
 
@@ -461,14 +462,19 @@ def write_batch(*, tenant: Tenant, items: list[Item], actor: str) -> list[WriteR
     in id order), live claims, conflicts; one ``COPY`` each for assertions,
     events and projection rows. When a concurrent writer stores one of the
     same payloads first, the items are taken one at a time so that one
-    answers ``duplicate``.
+    answers ``duplicate``. With ``savepoint=False``, inside a caller's
+    transaction, no savepoint is taken (two statements fewer); the
+    ``IntegrityError`` of such a race then goes to the caller, which rolls
+    back and tries again (as :func:`facts.webhooks.dispatch_once` does).
     """
     if not items:
         return []
     try:
-        with transaction.atomic(), ev.write_scope():
+        with transaction.atomic(savepoint=savepoint), ev.write_scope():
             return _apply_many(tenant, items, actor)
     except IntegrityError:
+        if not savepoint and transaction.get_connection().in_atomic_block:
+            raise
         if len(items) > 1:
             return [r for d in items for r in write_batch(tenant=tenant, items=[d], actor=actor)]
         found = _find_duplicate(tenant, items[0]) if isinstance(items[0], AssertionInput) else None

@@ -98,12 +98,13 @@ def tenant_for_api_key(raw: str) -> Tenant | None:
     return Tenant.from_db(connection.alias, [f.attname for f in Tenant._meta.concrete_fields], tenant_values)
 
 
-def active_webhook_secrets(tenant: Tenant) -> list[str]:
-    """Secrets that may sign an inbound webhook now (newest first)."""
+def tenant_with_secrets(slug: str) -> tuple[Tenant | None, list[str]]:
+    """The tenant with this slug (``None`` if there is none) and the secrets
+    that may sign its inbound webhooks now, newest first (several during a
+    rotation). One query; a tenant without a live secret costs a second."""
     now = timezone.now()
-    return list(
-        WebhookSecret.objects.filter(tenant=tenant)
-        .exclude(expires_at__lte=now)
-        .order_by("-created_at")
-        .values_list("secret", flat=True)
-    )
+    rows = list(WebhookSecret.objects.select_related("tenant").filter(tenant__slug=slug)
+                .exclude(expires_at__lte=now).order_by("-created_at"))
+    if rows:
+        return rows[0].tenant, [r.secret for r in rows]
+    return Tenant.objects.filter(slug=slug).first(), []

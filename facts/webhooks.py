@@ -25,7 +25,7 @@ from facts.bulk import insert_rows
 from facts.errors import NotFound, StateConflict
 from facts.inputs import InputError, parse_assertion, parse_json_body, parse_retraction
 from facts.models import Tenant, WebhookReceipt
-from facts.tenants import active_webhook_secrets
+from facts.tenants import tenant_with_secrets
 
 logger = logging.getLogger(__name__)
 
@@ -41,15 +41,18 @@ def register_handler(event_type: str, handler: Handler) -> None:
 
 
 def _assert(tenant: Tenant, data: dict, actor: str) -> ledger.WriteResult:
-    return ledger.assert_fact(tenant=tenant, data=parse_assertion(data, received_at=timezone.now()), actor=actor)
+    item = parse_assertion(data, received_at=timezone.now())
+    return ledger.write_batch(tenant=tenant, items=[item], actor=actor, savepoint=False)[0]
 
 
 def _retract(tenant: Tenant, data: dict, actor: str) -> ledger.WriteResult:
     parsed = parse_retraction(data)
-    return ledger.retract(
-        tenant=tenant, assertion_ids=[parsed.assertion_id] if parsed.assertion_id else None,
-        subject=parsed.subject, source_id=parsed.source_id, reason=parsed.reason, actor=actor,
-    )
+    item = ledger.Retraction(assertion_ids=(parsed.assertion_id,) if parsed.assertion_id else None,
+                             subject=parsed.subject, source_id=parsed.source_id, reason=parsed.reason)
+    result = ledger.write_batch(tenant=tenant, items=[item], actor=actor, savepoint=False)[0]
+    if isinstance(result, NotFound):
+        raise result
+    return result
 
 
 register_handler("fact.asserted", _assert)
@@ -91,22 +94,28 @@ def dispatch_once(tenant: Tenant, idempotency_key: str, envelope: Any, *, actor:
     """:func:`dispatch` guarded by an idempotency key: a key seen before gets
     its first response again and nothing is written. Refusals (4xx) are not
     remembered, since they wrote nothing."""
+    try:
+        return _dispatch_recorded(tenant, idempotency_key, envelope, actor=actor, prefix=prefix)
+    except IntegrityError:
+        # A concurrent request stored the same webhook id or payload first:
+        # everything here rolled back; a second attempt finds its receipt,
+        # or answers ``duplicate``.
+        return _dispatch_recorded(tenant, idempotency_key, envelope, actor=actor, prefix=prefix)
+
+
+def _dispatch_recorded(tenant: Tenant, idempotency_key: str, envelope: Any, *, actor: str,
+                       prefix: str) -> tuple[int, dict]:
     stored = WebhookReceipt.objects.filter(tenant=tenant, webhook_id=idempotency_key).first()
     if stored is not None:
         return stored.status_code, stored.response
-    try:
-        with transaction.atomic():
-            status, body = dispatch(tenant, envelope, actor=actor, prefix=prefix)
-            if status == 200:
-                WebhookReceipt.objects.create(tenant=tenant, webhook_id=idempotency_key, status_code=status, response=body)
-            else:
-                transaction.set_rollback(True)  # a refusal writes nothing
-            return status, body
-    except IntegrityError:
-        stored = WebhookReceipt.objects.filter(tenant=tenant, webhook_id=idempotency_key).first()
-        if stored is None:
-            raise
-        return stored.status_code, stored.response
+    with transaction.atomic():
+        status, body = dispatch(tenant, envelope, actor=actor, prefix=prefix)
+        if status == 200:
+            WebhookReceipt.objects.create(tenant=tenant, webhook_id=idempotency_key, status_code=status,
+                                          response=body)
+        else:
+            transaction.set_rollback(True)  # a refusal writes nothing
+        return status, body
 
 
 def _batch_item(event: Any, prefix: str) -> ledger.Item | None:
@@ -186,11 +195,12 @@ def _error(status: int, detail: str, field: str | None) -> JsonResponse:
     return JsonResponse({"detail": detail, "field": field}, status=status)
 
 
-def verify_signature(tenant: Tenant, body: bytes, headers: dict[str, str]) -> None:
-    """Check Standard Webhooks headers against every active secret of the
-    tenant (several during rotation). Raises ``WebhookVerificationError``
-    for a missing, malformed, stale (outside 5 minutes) or wrong signature."""
-    secrets = active_webhook_secrets(tenant)
+def verify_signature(secrets: list[str], body: bytes, headers: dict[str, str]) -> None:
+    """Check Standard Webhooks headers against every active secret of a
+    tenant (several during rotation; see
+    :func:`facts.tenants.tenant_with_secrets`). Raises
+    ``WebhookVerificationError`` for a missing, malformed, stale (outside 5
+    minutes) or wrong signature."""
     if not secrets:
         raise WebhookVerificationError("the tenant has no webhook secret")
     last: Exception | None = None
@@ -217,7 +227,7 @@ def inbound(request: HttpRequest, tenant_slug: str) -> JsonResponse:
     """
     from django.conf import settings
 
-    tenant = Tenant.objects.filter(slug=tenant_slug).first()
+    tenant, secrets = tenant_with_secrets(tenant_slug)
     if tenant is None:
         return _error(404, "no such tenant", "tenant")
     limit = settings.MEMORYUI_MAX_BODY_BYTES
@@ -232,7 +242,7 @@ def inbound(request: HttpRequest, tenant_slug: str) -> JsonResponse:
         return _error(413, f"body is larger than {limit} bytes", "body")
     headers = {k.lower(): v for k, v in request.headers.items() if k.lower().startswith("webhook-")}
     try:
-        verify_signature(tenant, body, headers)
+        verify_signature(secrets, body, headers)
     except WebhookVerificationError as exc:
         return _error(401, f"signature check failed: {exc}", "webhook-signature")
     try:

@@ -84,3 +84,46 @@ def test_high_stakes_race_opens_exactly_one_conflict_per_tie():
     assert Conflict.objects.filter(tenant=tenant, status=Conflict.OPEN).count() == 1
     stored, rebuilt = projection_and_rebuild(tenant)
     assert stored == rebuilt
+
+
+def race_dispatch(tenant, calls: list[tuple[str, dict]]) -> list:
+    """Run ``dispatch_once(webhook id, envelope)`` per call, each in its own
+    thread and connection, released together."""
+    from facts.webhooks import dispatch_once
+
+    barrier = threading.Barrier(len(calls))
+    results: list = [None] * len(calls)
+
+    def send(i: int) -> None:
+        try:
+            barrier.wait(timeout=10)
+            webhook_id, envelope = calls[i]
+            results[i] = dispatch_once(tenant, webhook_id, envelope, actor="test")
+        except Exception as exc:  # reported by the assertion below
+            results[i] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(calls))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    return results
+
+
+@pytest.mark.parametrize("same_webhook_id", [False, True])
+def test_the_same_payload_sent_twice_at_once_is_stored_once(same_webhook_id):
+    tenant = TenantFactory()
+    for n in range(3):
+        envelope = {"type": "fact.asserted", "timestamp": "2026-01-01T00:00:00Z",
+                    "data": assertion_data(subject=f"u-{n}", predicate="employer", value="Acme", source_id="msg-1")}
+        ids = ["msg_a", "msg_a"] if same_webhook_id else ["msg_a", "msg_b"]
+        results = race_dispatch(tenant, [(f"{n}:{i}", envelope) for i in ids])
+
+        assert [r[0] for r in results] == [200, 200], results
+        bodies = [r[1] for r in results]
+        assert bodies[0]["assertion_id"] == bodies[1]["assertion_id"]
+        expected = ["created", "created"] if same_webhook_id else ["created", "duplicate"]
+        assert sorted(b["outcome"] for b in bodies) == expected
+        assert Assertion.objects.filter(tenant=tenant, subject__external_id=f"u-{n}").count() == 1
