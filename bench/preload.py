@@ -32,45 +32,6 @@ from bench.generate import SubjectHistory
 MODES = ("tables", "ledger", "batch")
 
 
-def copy_rows(model, rows: Sequence[dict]) -> None:
-    """Insert rows given as ``{attname: value}`` dicts with ``COPY`` (much
-    faster than ``bulk_create``). A field missing from a row gets its model
-    default (``auto_now_add``: now), so fields added later keep working;
-    JSON fields are sent as ``jsonb``; an auto-increment primary key is left
-    to the database."""
-    from django.db import connection
-    from django.db.models import AutoField, BigAutoField, JSONField, SmallAutoField
-    from psycopg.types.json import Jsonb
-
-    if not rows:
-        return
-    autos = (AutoField, BigAutoField, SmallAutoField)
-    fields = [f for f in model._meta.concrete_fields if not isinstance(f, autos)]
-    now = timezone.now()
-    defaults = {f.attname: (now if getattr(f, "auto_now_add", False) or getattr(f, "auto_now", False)
-                            else f.get_default()) for f in fields}
-    json_fields = {f.attname for f in fields if isinstance(f, JSONField)}
-    plan = [(f.attname, f.attname in json_fields) for f in fields]
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    statement = f"COPY {connection.ops.quote_name(model._meta.db_table)} ({columns}) FROM STDIN"
-    with connection.cursor() as cursor:
-        with cursor.cursor.copy(statement) as copy:
-            for row in rows:
-                values = []
-                for name, is_json in plan:
-                    value = row[name] if name in row else defaults[name]
-                    values.append(Jsonb(value) if is_json and value is not None else value)
-                copy.write_row(values)
-
-
-def instance_rows(objs: Sequence) -> list[dict]:
-    """Unsaved model instances as ``{attname: value}`` dicts for :func:`copy_rows`."""
-    if not objs:
-        return []
-    names = [f.attname for f in objs[0]._meta.concrete_fields]
-    return [{n: getattr(o, n) for n in names} for o in objs]
-
-
 def register_predicates(*, tenant, predicates: dict[str, dict]) -> None:
     """Register predicate policies through the ledger (the same function as
     ``PUT /api/v1/predicates/<name>``)."""
@@ -108,6 +69,7 @@ def load_tables(*, tenant, histories: Sequence[SubjectHistory], chunk_subjects: 
 
 
 def _load_chunk(*, tenant, histories: Sequence[SubjectHistory]) -> dict:
+    from facts.bulk import insert_rows
     from facts.inputs import parse_assertion
     from facts.models import (Assertion, Conflict, CurrentFact, Event, FactKey, Subject, WebhookReceipt,
                               new_assertion_id)
@@ -199,6 +161,6 @@ def _load_chunk(*, tenant, histories: Sequence[SubjectHistory]) -> dict:
 
         CurrentFact.objects.filter(fact_key_id__in=touched).delete()
         for model, objs in ((Assertion, assertions), (Event, events), (WebhookReceipt, receipts),
-                            (Conflict, conflicts), (CurrentFact, instance_rows(projection))):
-            copy_rows(model, objs)
+                            (Conflict, conflicts), (CurrentFact, projection)):
+            insert_rows(model, objs)
     return {"events": sum(len(h.events) for h in histories), "assertions": len(assertions), "keys": len(touched)}
