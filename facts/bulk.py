@@ -34,26 +34,65 @@ def insert_rows(model, objs: list, *, ignore_conflicts: bool = False) -> None:
     """
     if not objs:
         return
-    copy_sql, insert_sql, columns = _copy_plan(model)
-    rows = []
-    now = timezone.now()
-    for obj in objs:
-        values = obj if isinstance(obj, dict) else obj.__dict__
-        row = []
-        for name, wrap, field in columns:
-            value = values[name] if name in values else _default(field, now)
-            row.append(value if wrap is None or value is None else wrap(value))
-        rows.append(row)
-    conn = connections[DEFAULT_DB_ALIAS]  # the connection itself, not the thread-local proxy, in the hot loop
-    with conn.cursor() as cursor:
-        if len(rows) < COPY_THRESHOLD or ignore_conflicts:
-            one = "(" + ", ".join(["%s"] * len(columns)) + ")"
-            sql = insert_sql + ", ".join([one] * len(rows)) + (" ON CONFLICT DO NOTHING" if ignore_conflicts else "")
-            cursor.execute(sql, [v for row in rows for v in row])
+    writes = Writes()
+    writes.insert(model, objs, ignore_conflicts=ignore_conflicts)
+    writes.send()
+
+
+class Writes:
+    """Statements of one write, sent together: consecutive statements go to
+    PostgreSQL in one round trip (several statements in one query string,
+    which Django's client-side-binding cursor allows); a ``COPY`` of many
+    rows goes on its own, in order. Used by the ledger so that a single
+    webhook's event rows, projection delete and projection rows cost one
+    round trip, not three."""
+
+    def __init__(self) -> None:
+        self._ops: list[tuple] = []  # ("sql", sql, params) | ("copy", sql, rows)
+
+    def execute(self, sql: str, params: list | tuple = ()) -> None:
+        """Add one statement (``%s`` placeholders, no trailing semicolon)."""
+        self._ops.append(("sql", sql, list(params)))
+
+    def insert(self, model, objs: list, *, ignore_conflicts: bool = False) -> None:
+        """Add rows of ``model`` (see :func:`insert_rows`)."""
+        if not objs:
             return
-        with cursor.cursor.copy(copy_sql) as copy:
-            for row in rows:
-                copy.write_row(row)
+        copy_sql, insert_sql, columns = _copy_plan(model)
+        now = timezone.now()
+        rows = []
+        for obj in objs:
+            values = obj if isinstance(obj, dict) else obj.__dict__
+            row = []
+            for name, wrap, field in columns:
+                value = values[name] if name in values else _default(field, now)
+                row.append(value if wrap is None or value is None else wrap(value))
+            rows.append(row)
+        if len(rows) >= COPY_THRESHOLD and not ignore_conflicts:
+            self._ops.append(("copy", copy_sql, rows))
+            return
+        one = "(" + ", ".join(["%s"] * len(columns)) + ")"
+        sql = insert_sql + ", ".join([one] * len(rows)) + (" ON CONFLICT DO NOTHING" if ignore_conflicts else "")
+        self.execute(sql, [v for row in rows for v in row])
+
+    def send(self) -> None:
+        """Run everything added, in order, and start afresh."""
+        ops, self._ops = self._ops, []
+        conn = connections[DEFAULT_DB_ALIAS]  # the connection itself, not the thread-local proxy, in the hot loop
+        with conn.cursor() as cursor:
+            pending_sql: list[str] = []
+            pending_params: list = []
+            for kind, sql, payload in [*ops, ("end", "", None)]:
+                if kind != "sql" and pending_sql:
+                    cursor.execute(";\n".join(pending_sql), pending_params)
+                    pending_sql, pending_params = [], []
+                if kind == "sql":
+                    pending_sql.append(sql)
+                    pending_params.extend(payload)
+                elif kind == "copy":
+                    with cursor.cursor.copy(sql) as copy:
+                        for row in payload:
+                            copy.write_row(row)
 
 
 _copy_plans: dict[type, tuple[str, str, list]] = {}

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from facts import events as ev
 from facts.errors import NotFound
-from facts.bulk import insert_rows
+from facts.bulk import Writes, insert_rows
 from facts.claims import CLAIM_FIELDS, live_filter, to_claim
 from facts.inputs import AssertionInput, InputError
 from facts.models import (
@@ -292,24 +292,31 @@ def _sync_conflicts(state: KeyState, *, now: datetime, actor: str, book: Conflic
     return ids
 
 
-def _store_projections(states: dict[int, tuple[KeyState, dict]], info: dict | None = None) -> None:
+_PROJECTION = CurrentFact._meta.db_table
+
+
+def _store_projections(states: dict[int, tuple[KeyState, dict]], info: dict | None = None,
+                       writes: Writes | None = None) -> None:
     """Replace the projection rows of the given keys (key id -> (state,
     conflict ids)) in bulk. A partial state (``KeyState.values`` set)
     replaces only the rows of its values. ``info`` maps assertion id to
-    extractor and evidence; loaded when not given."""
+    extractor and evidence; loaded when not given. The statements go to
+    ``writes`` (sent by the caller with the rest of the write), or are sent
+    now."""
+    out = writes if writes is not None else Writes()
     whole = [kid for kid, (state, _) in states.items() if state.values is None]
-    partial = {kid: state.values for kid, (state, _) in states.items() if state.values is not None}
-    CurrentFact.objects.filter(fact_key_id__in=whole).delete()
-    if partial:
-        stale = CurrentFact.objects.filter(fact_key_id__in=list(partial),
-                                           value_key__in={v for vs in partial.values() for v in vs})
-        ids = [pk for pk, kid, vk in stale.values_list("id", "fact_key_id", "value_key") if vk in partial[kid]]
-        CurrentFact.objects.filter(id__in=ids).delete()
+    pairs = [(kid, vk) for kid, (state, _) in states.items() if state.values is not None for vk in state.values]
+    if whole:
+        out.execute(f"DELETE FROM {_PROJECTION} WHERE fact_key_id = ANY(%s)", [whole])
+    if pairs:
+        out.execute(f"DELETE FROM {_PROJECTION} WHERE (fact_key_id, value_key) IN "
+                    f"(SELECT * FROM unnest(%s::bigint[], %s::text[]))", [[k for k, _ in pairs], [v for _, v in pairs]])
     if info is None:
         info = source_info(c.id for state, _ in states.values() for c in state.claims)
-    rows = [row for state, conflict_ids in states.values()
-            for row in rows_for_key(state.key, state.resolution, state.claims, info, conflict_ids)]
-    insert_rows(CurrentFact, rows)
+    out.insert(CurrentFact, [row for state, conflict_ids in states.values()
+                             for row in rows_for_key(state.key, state.resolution, state.claims, info, conflict_ids)])
+    if writes is None:
+        out.send()
 
 
 # --------------------------------------------------------------------------- assert
@@ -621,9 +628,11 @@ def _record(tenant: Tenant, items: list[Item], todo: list[int], actor: str,
             i, _, before, after, claim = step
             results[i] = _commit_assertion(tenant, items[i], before, after, claim, now=now, actor=actor, log=log,
                                            book=book, conflict_ids=conflict_ids)
-    insert_rows(Event, log)
+    writes = Writes()
+    writes.insert(Event, log)
     _store_projections({kid: (state, conflict_ids.get(kid, {})) for kid, state in states.items()
-                        if kid in conflict_ids}, info)
+                        if kid in conflict_ids}, info, writes)
+    writes.send()
     logger.info("ledger.batch", extra={"tenant": tenant.slug, "assertions": len(rows),
                                        "retracted": len(retracted)})
 
@@ -775,8 +784,10 @@ def _recompute(key_ids: Iterable[int], *, now: datetime, actor: str, mutate) -> 
     for key in keys:
         out = _transition(before[key.id], after[key.id], now=now, actor=actor, log=log, book=book)
         conflict_ids[key.id] = out["conflict_ids"]
-    insert_rows(Event, log)
-    _store_projections({kid: (state, conflict_ids[kid]) for kid, state in after.items()}, info)
+    writes = Writes()
+    writes.insert(Event, log)
+    _store_projections({kid: (state, conflict_ids[kid]) for kid, state in after.items()}, info, writes)
+    writes.send()
 
 
 def retract(*, tenant: Tenant, assertion_ids: list[str] | None = None, subject: str | None = None,
@@ -945,8 +956,10 @@ def _rerun(tenant: Tenant, keys, *, now: datetime, actor: str) -> dict:
         changed += before.resolution.segments != state.resolution.segments
         out = _transition(before, state, now=now, actor=actor, log=log, book=book)
         conflict_ids[kid] = out["conflict_ids"]
-    insert_rows(Event, log)
-    _store_projections({kid: (state, conflict_ids[kid]) for kid, state in after.items()}, info)
+    writes = Writes()
+    writes.insert(Event, log)
+    _store_projections({kid: (state, conflict_ids[kid]) for kid, state in after.items()}, info, writes)
+    writes.send()
     return {
         "keys": len(after), "changed": changed,
         "conflicts_opened": max(0, open_conflicts.count() - opened_before),
