@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import EmptyResultSet
 from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.models import QuerySet
+from django.db.models.query import ValuesIterable
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
@@ -117,3 +120,61 @@ def _copy_plan(model) -> tuple[str, str, list[tuple[str, Any, Any]]]:
                               [(f.attname, Jsonb if f.get_internal_type() == "JSONField" else None, f)
                                for f in fields])
     return _copy_plans[model]
+
+
+def fetch_together(*queries: QuerySet | tuple[str, list]) -> list[list]:
+    """Run several reads in one round trip (consecutive statements in one
+    query string; PostgreSQL runs them in order, each with its own snapshot)
+    and return each one's rows, in order.
+
+    A query is a ``QuerySet`` of model instances (returned as instances,
+    without ``select_related``), a ``.values()`` ``QuerySet`` (returned as
+    dicts), or raw ``(sql, params)`` (returned as tuples). Django's field
+    converters apply as they would to the querysets on their own; a
+    queryset that can match nothing costs no statement.
+    """
+    plans: list[tuple] = []
+    for query in queries:
+        if isinstance(query, tuple):
+            plans.append((None, *query))
+            continue
+        compiler = query.query.get_compiler(using=query.db)
+        try:
+            sql, params = compiler.as_sql()
+        except EmptyResultSet:
+            plans.append((compiler, None, None))
+            continue
+        plans.append((compiler, sql, list(params)))
+    sent = [p for p in plans if p[1] is not None]
+    fetched: list[list] = []
+    if sent:
+        with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+            cursor.execute(";\n".join(p[1] for p in sent), [v for p in sent for v in p[2]])
+            for n in range(len(sent)):
+                if n:
+                    cursor.nextset()
+                fetched.append(cursor.fetchall())
+    rows_of = iter(fetched)
+    out = []
+    for query, (compiler, sql, _) in zip(queries, plans):
+        if sql is None:
+            out.append([])
+        elif compiler is None:
+            out.append(next(rows_of))
+        else:
+            out.append(_convert(query, compiler, next(rows_of)))
+    return out
+
+
+def _convert(query: QuerySet, compiler, rows: list) -> list:
+    """Rows of ``compiler``'s statement as ``query`` would have returned them."""
+    converted = compiler.results_iter(results=[rows])
+    inner = query.query
+    if query._iterable_class is ValuesIterable:
+        names = [*inner.extra_select, *inner.values_select, *inner.annotation_select]
+        return [dict(zip(names, row)) for row in converted]
+    klass_info = compiler.klass_info
+    start, end = klass_info["select_fields"][0], klass_info["select_fields"][-1] + 1
+    attnames = [f[0].target.attname for f in compiler.select[start:end]]
+    model = klass_info["model"]
+    return [model.from_db(query.db, attnames, row[start:end]) for row in converted]

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from facts import events as ev
 from facts.errors import NotFound
-from facts.bulk import Writes, insert_rows
+from facts.bulk import Writes, fetch_together, insert_rows
 from facts.claims import CLAIM_FIELDS, live_filter, to_claim
 from facts.inputs import AssertionInput, InputError
 from facts.models import (
@@ -217,9 +217,10 @@ class ConflictBook:
     and kept current by that write: key id -> ``valid_from`` -> the latest
     opened :class:`~facts.models.Conflict` there."""
 
-    def __init__(self, key_ids: Iterable[int]) -> None:
+    def __init__(self, conflicts: Iterable[Conflict]) -> None:
+        """``conflicts``: every conflict row of the keys, oldest opened first."""
         self.by_key: dict[int, dict[datetime, Conflict]] = {}
-        for c in Conflict.objects.filter(fact_key_id__in=list(key_ids)).order_by("opened_at"):
+        for c in conflicts:
             self.by_key.setdefault(c.fact_key_id, {})[c.valid_from] = c
 
     def has(self, key_id: int) -> bool:
@@ -355,14 +356,17 @@ def _key_ident(subject_id: int, d: AssertionInput) -> tuple:
     return (subject_id, d.entity, d.predicate, d.scope_kind, d.scope_key)
 
 
-def _locked_keys(tenant: Tenant, idents: set[tuple],
-                 extra_ids: Iterable[int] = ()) -> tuple[dict[tuple, FactKey], dict[int, FactKey]]:
+def _locked_keys(tenant: Tenant, idents: set[tuple], extra_ids: Iterable[int] = (), *, policies: PolicyCache,
+                 predicates: set[str]) -> tuple[dict[tuple, FactKey], dict[int, FactKey]]:
     """Fact keys for ``idents`` (subject id, entity, predicate, scope kind,
     scope key), created when missing, and the keys ``extra_ids``, all
     row-locked in id order. Keys that exist are found and locked by the same
     ``SELECT … FOR UPDATE`` (it may also lock other keys of the same
     subjects and predicates); only missing ones cost an insert and a second
-    lock. Returns ``(ident -> key, key id -> key)`` of the keys asked for."""
+    lock. The policies of ``predicates`` are read in the same round trip,
+    once the locks are held (a policy change takes the same locks before it
+    commits). Returns ``(ident -> key, key id -> key)`` of the keys asked
+    for."""
     extra_ids = set(extra_ids)
 
     def lock(wanted: set[tuple], extra: set[int]) -> dict[tuple, FactKey]:
@@ -370,7 +374,12 @@ def _locked_keys(tenant: Tenant, idents: set[tuple],
         if wanted:
             q |= Q(subject_id__in={i[0] for i in wanted}, predicate__in={i[2] for i in wanted})
         rows = FactKey.objects.select_for_update().filter(q, tenant=tenant).order_by("pk")
-        return {(k.subject_id, k.entity, k.predicate, k.scope_kind, k.scope_key): k for k in rows}
+        policies.forget()
+        statement = policies.prefetch_statement(predicates)
+        keys, *policy_rows = fetch_together(rows, *([statement] if statement else []))
+        if policy_rows:
+            policies.load(predicates, policy_rows[0])
+        return {(k.subject_id, k.entity, k.predicate, k.scope_kind, k.scope_key): k for k in keys}
 
     found = lock(idents, extra_ids)
     missing = idents - found.keys()
@@ -387,9 +396,10 @@ def _locked_keys(tenant: Tenant, idents: set[tuple],
 
 
 def _states(keys: Iterable[FactKey], *, now: datetime, policies: PolicyCache,
-            values: dict[int, set[str]] | None = None) -> tuple[dict[int, KeyState], dict]:
-    """Live claims of many keys: key id -> state, plus the extractor and
-    evidence of every claim loaded (for the projection).
+            values: dict[int, set[str]] | None = None) -> tuple[dict[int, KeyState], dict, ConflictBook]:
+    """Live claims of many keys: key id -> state, the extractor and evidence
+    of every claim loaded (for the projection), and the keys' conflict rows;
+    claims and conflicts in one round trip.
 
     On a multi-valued key each value resolves on its own (write rule step
     3), so only the claims with the values being written (``values``: key id
@@ -403,20 +413,22 @@ def _states(keys: Iterable[FactKey], *, now: datetime, policies: PolicyCache,
     grouped: dict[int, list[Claim]] = {kid: [] for kid in keys}
     info: dict[Any, dict] = {}
     wanted = {vk for kid in many for vk in values[kid]}
-    queries = [Assertion.objects.filter(fact_key_id__in=[k for k in keys if k not in many])]
-    if many:
-        queries.append(Assertion.objects.filter(fact_key_id__in=list(many), value_key__in=wanted))
-    for qs in queries:
-        for row in qs.filter(live_filter(now)).values(*CLAIM_FIELDS, "extractor", "evidence"):
-            kid = row["fact_key_id"]
-            if kid in many and row["value_key"] not in values[kid]:
-                continue
-            grouped[kid].append(to_claim(row))
-            info[row["id"]] = {"extractor": row["extractor"], "evidence": row["evidence"]}
+    fields = (*CLAIM_FIELDS, "extractor", "evidence")
+    claims_of_keys = Assertion.objects.filter(live_filter(now), fact_key_id__in=[k for k in keys if k not in many])
+    claims_of_values = Assertion.objects.filter(live_filter(now), fact_key_id__in=list(many), value_key__in=wanted)
+    conflicts = Conflict.objects.filter(fact_key_id__in=list(keys)).order_by("opened_at")
+    whole, per_value, conflict_rows = fetch_together(claims_of_keys.values(*fields), claims_of_values.values(*fields),
+                                                     conflicts)
+    for row in [*whole, *per_value]:
+        kid = row["fact_key_id"]
+        if kid in many and row["value_key"] not in values[kid]:
+            continue
+        grouped[kid].append(to_claim(row))
+        info[row["id"]] = {"extractor": row["extractor"], "evidence": row["evidence"]}
     states = {kid: KeyState(keys[kid], claims, resolve(claims, policies.get(keys[kid].predicate)),
                             values=values[kid] if kid in many else None)
               for kid, claims in grouped.items()}
-    return states, info
+    return states, info, ConflictBook(conflict_rows)
 
 
 @dataclass(frozen=True)
@@ -549,12 +561,12 @@ def _record(tenant: Tenant, items: list[Item], todo: list[int], actor: str,
     retractions = {i: items[i] for i in todo if isinstance(items[i], Retraction)}
     stored = _retraction_targets(tenant, retractions)
     subjects = _subject_ids(tenant, [items[i] for i in fresh])
-    keys, locked = _locked_keys(tenant, {_key_ident(subjects[items[i].subject], items[i]) for i in fresh},
-                                {t["fact_key_id"] for rows in stored.values() for t in rows})
-    now = timezone.now()
-    policies = PolicyCache(tenant_id=tenant.id, at=now)
+    policies = PolicyCache(tenant_id=tenant.id, at=None)
     new_predicates = {items[i].predicate for i in fresh}
-    policies.prefetch(new_predicates | {k.predicate for k in locked.values()})
+    keys, locked = _locked_keys(tenant, {_key_ident(subjects[items[i].subject], items[i]) for i in fresh},
+                                {t["fact_key_id"] for rows in stored.values() for t in rows},
+                                policies=policies, predicates=new_predicates)
+    now = timezone.now()
     _register_unclassified(tenant, policies.unregistered & new_predicates, now)
     values: dict[int, set[str]] = {}
     for i in fresh:
@@ -563,8 +575,7 @@ def _record(tenant: Tenant, items: list[Item], todo: list[int], actor: str,
     for rows in stored.values():
         for t in rows:
             values.setdefault(t["fact_key_id"], set()).add(t["value_key"])
-    states, info = _states(locked.values(), now=now, policies=policies, values=values)
-    book = ConflictBook(states)
+    states, info, book = _states(locked.values(), now=now, policies=policies, values=values)
     steps: list[tuple] = []
     rows: dict[Any, Assertion] = {}  # new assertions by id, in order
     batch_claims: list[tuple[AssertionInput, Claim, int]] = []  # (input, claim, key id) recorded so far
@@ -775,10 +786,9 @@ def _recompute(key_ids: Iterable[int], *, now: datetime, actor: str, mutate) -> 
         mutate()
         return
     policies = PolicyCache(tenant_id=keys[0].tenant_id, at=now)
-    before, _ = _states(keys, now=now, policies=policies)
+    before, _, _ = _states(keys, now=now, policies=policies)
     mutate()
-    after, info = _states(keys, now=now, policies=policies)
-    book = ConflictBook(after)
+    after, info, book = _states(keys, now=now, policies=policies)
     log: list[SimpleNamespace] = []
     conflict_ids = {}
     for key in keys:
@@ -945,10 +955,9 @@ def _rerun(tenant: Tenant, keys, *, now: datetime, actor: str) -> dict:
     policy just before it, in bulk; returns the change summary."""
     locked = _lock_keys(keys.values_list("pk", flat=True))
     previous = PolicyCache(tenant_id=tenant.id, at=now - timezone.timedelta(microseconds=1))
-    after, info = _states(locked, now=now, policies=PolicyCache(tenant_id=tenant.id, at=now))
+    after, info, book = _states(locked, now=now, policies=PolicyCache(tenant_id=tenant.id, at=now))
     open_conflicts = Conflict.objects.filter(fact_key_id__in=list(after), status=Conflict.OPEN)
     opened_before = open_conflicts.count()
-    book = ConflictBook(after)
     log: list[SimpleNamespace] = []
     conflict_ids, changed = {}, 0
     for kid, state in after.items():
@@ -987,10 +996,9 @@ def rebuild_projection(*, tenant: Tenant | None = None, key_ids: Iterable[int] |
                 by_tenant.setdefault(key.tenant_id, []).append(key)
             now = timezone.now()
             for tenant_id, group in by_tenant.items():
-                states, info = _states(group, now=now, policies=PolicyCache(tenant_id=tenant_id, at=now))
-                open_ids: dict[int, dict] = {kid: {} for kid in states}
-                for c in Conflict.objects.filter(fact_key_id__in=list(states), status=Conflict.OPEN):
-                    open_ids[c.fact_key_id][c.valid_from] = c.id
+                states, info, book = _states(group, now=now, policies=PolicyCache(tenant_id=tenant_id, at=now))
+                open_ids = {kid: {start: c.id for start, c in book.of(kid).items() if c.status == Conflict.OPEN}
+                            for kid in states}
                 _store_projections({kid: (state, open_ids[kid]) for kid, state in states.items()}, info)
     return len(ids)
 

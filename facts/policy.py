@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection
+from django.utils import timezone
 
 from facts.models import PredicatePolicy, SourceRanking
 from facts.resolve import DEFAULT_RANKING, Policy
@@ -99,40 +100,35 @@ def _view(predicate: str, row: PredicatePolicy | None) -> PolicyView:
     return PolicyView(predicate, entry.cardinality, entry.stakes, entry.authority, entry.ttl_seconds, origin, None)
 
 
-def _latest_rows(*, tenant_id: int, at: datetime, predicates: set[str],
-                 with_ranking: bool) -> tuple[dict[str, CatalogueEntry], tuple[str, ...] | None]:
-    """The newest policy row at or before ``at`` of each of ``predicates``
-    (as catalogue entries) and, when ``with_ranking``, the ranking in force
-    at ``at``: one round trip for the write path."""
+def _latest_statement(*, tenant_id: int, at: datetime | None, predicates: set[str],
+                      with_ranking: bool) -> tuple[str, list]:
+    """SQL for the newest policy row at or before ``at`` of each of
+    ``predicates`` and, when ``with_ranking``, the ranking in force at
+    ``at``: one statement, so that the write path can send it in the same
+    round trip as its key lock."""
     policy, ranking = PredicatePolicy._meta.db_table, SourceRanking._meta.db_table
+    # at None: the newest committed row when the statement runs (rows are
+    # recorded at the server's now, so never in the future).
+    until = "" if at is None else " AND recorded_at <= %s"
     sql = (f"(SELECT DISTINCT ON (predicate) predicate, cardinality, stakes, authority, ttl_seconds, NULL::jsonb "
-           f"FROM {policy} WHERE tenant_id = %s AND predicate = ANY(%s) AND recorded_at <= %s "
+           f"FROM {policy} WHERE tenant_id = %s AND predicate = ANY(%s){until} "
            f"ORDER BY predicate, recorded_at DESC, id DESC)")
-    params: list = [tenant_id, sorted(predicates), at]
+    params: list = [tenant_id, sorted(predicates), *([at] if at is not None else [])]
     if with_ranking:
         sql += (f" UNION ALL (SELECT NULL, NULL, NULL, NULL, NULL, ranking FROM {ranking} "
-                f"WHERE tenant_id = %s AND recorded_at <= %s ORDER BY recorded_at DESC, id DESC LIMIT 1)")
-        params += [tenant_id, at]
-    found: dict[str, CatalogueEntry] = {}
-    stored_ranking = None
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        for predicate, cardinality, stakes, authority, ttl_seconds, ranking_row in cursor.fetchall():
-            if predicate is None:
-                # Django's backend hands jsonb over as text (JSONField parses it).
-                stored_ranking = json.loads(ranking_row) if isinstance(ranking_row, str) else ranking_row
-            else:
-                found[predicate] = CatalogueEntry(cardinality, stakes, authority, ttl_seconds)
-    if not with_ranking:
-        return found, None
-    return found, tuple(stored_ranking) if stored_ranking else DEFAULT_RANKING
+                f"WHERE tenant_id = %s{until} ORDER BY recorded_at DESC, id DESC LIMIT 1)")
+        params += [tenant_id, *([at] if at is not None else [])]
+    return sql, params
 
 
 class PolicyCache:
-    """Per-call memo of :func:`policy_at`: one query per predicate and one for
-    the ranking, however many keys are resolved at the same ``at``."""
+    """Per-call memo of :func:`policy_at`: the policies of many predicates
+    and the ranking in one query, however many keys are resolved at the
+    same ``at``. ``at`` ``None`` means the newest policy when the query runs
+    (the write path sends it right after taking its key locks, which a
+    policy change must also take before it commits)."""
 
-    def __init__(self, *, tenant_id: int, at: datetime) -> None:
+    def __init__(self, *, tenant_id: int, at: datetime | None) -> None:
         self.tenant_id = tenant_id
         self.at = at
         self._ranking: tuple[str, ...] | None = None
@@ -144,16 +140,41 @@ class PolicyCache:
         """Load the policies of many predicates, and the ranking when not
         yet known, in one query. Predicates with no stored row and no
         catalogue entry are added to :attr:`unregistered`."""
+        statement = self.prefetch_statement(predicates)
+        if statement is not None:
+            with connection.cursor() as cursor:
+                cursor.execute(*statement)
+                self.load(predicates, cursor.fetchall())
+
+    def forget(self) -> None:
+        """Drop everything loaded (to read it again after new locks)."""
+        self._ranking, self._policies, self.unregistered = None, {}, set()
+
+    def prefetch_statement(self, predicates: set[str]) -> tuple[str, list] | None:
+        """``(sql, params)`` that :meth:`prefetch` would run for
+        ``predicates``, for a caller that sends it with other statements
+        (then :meth:`load` its rows); ``None`` when all are known."""
         missing = predicates - self._policies.keys()
         if not missing:
-            return
-        found, ranking = _latest_rows(tenant_id=self.tenant_id, at=self.at, predicates=missing,
-                                      with_ranking=self._ranking is None)
+            return None
+        return _latest_statement(tenant_id=self.tenant_id, at=self.at, predicates=missing,
+                                 with_ranking=self._ranking is None)
+
+    def load(self, predicates: set[str], rows: list[tuple]) -> None:
+        """Take the rows of :meth:`prefetch_statement` for ``predicates``."""
+        missing = predicates - self._policies.keys()
+        found: dict[str, CatalogueEntry] = {}
+        stored_ranking = None
+        for predicate, cardinality, stakes, authority, ttl_seconds, ranking_row in rows:
+            if predicate is None:
+                # Django's backend hands jsonb over as text (JSONField parses it).
+                stored_ranking = json.loads(ranking_row) if isinstance(ranking_row, str) else ranking_row
+            else:
+                found[predicate] = CatalogueEntry(cardinality, stakes, authority, ttl_seconds)
         if self._ranking is None:
-            self._ranking = ranking
+            self._ranking = tuple(stored_ranking) if stored_ranking else DEFAULT_RANKING
         for predicate in missing:
-            row = found.get(predicate)
-            entry = row or CATALOGUE.get(predicate)
+            entry = found.get(predicate) or CATALOGUE.get(predicate)
             if entry is None:
                 self.unregistered.add(predicate)
                 entry = UNCLASSIFIED
@@ -165,7 +186,7 @@ class PolicyCache:
     @property
     def ranking(self) -> tuple[str, ...]:
         if self._ranking is None:
-            self._ranking = ranking_at(tenant_id=self.tenant_id, at=self.at)
+            self._ranking = ranking_at(tenant_id=self.tenant_id, at=self.at or timezone.now())
         return self._ranking
 
     def get(self, predicate: str) -> Policy:
