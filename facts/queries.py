@@ -16,20 +16,21 @@ from __future__ import annotations
 import json
 from collections import defaultdict, namedtuple
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
+from facts.bulk import fetch_together
 from facts.claims import CLAIM_FIELDS, live_claims_by_key, to_claim
 from facts.errors import NotFound
 from facts.models import (
-    Assertion, Conflict, CurrentFact, Event, FactKey, PredicatePolicy, SourceRanking, Subject, Tenant,
+    Assertion, Conflict, CurrentFact, Event, FactKey, Subject, Tenant,
 )
-from facts.policy import CATALOGUE, UNCLASSIFIED
+from facts.policy import PolicyCache
 from facts.projection import iso, rows_holding_at
-from facts.resolve import DEFAULT_RANKING, FATE_PROPOSED, SEGMENT_CONFLICT, Claim, Policy, Resolution, resolve
+from facts.resolve import FATE_PROPOSED, SEGMENT_CONFLICT, Claim, Policy, Resolution, resolve
 
 
 def get_subject(*, tenant: Tenant, external_id: str) -> Subject:
@@ -213,58 +214,20 @@ def resolve_subject_as_of(*, subject: Subject, known_at: datetime, key_q: Q = Q(
 
 def policies_at(*, tenant_id: int, predicates: set[str], at: datetime) -> dict[str, Policy]:
     """The resolution :class:`~facts.resolve.Policy` of each predicate as it
-    stood at transaction time ``at``, in one query (the tenant's newest
-    policy rows at or before ``at`` and its source ranking then). Falls back
-    to the catalogue, then to the unclassified default, as
-    :class:`facts.policy.PolicyCache` does (DESIGN.md, "Predicate policy")."""
-    with connection.cursor() as cursor:
-        cursor.execute(_POLICIES_SQL, {"tenant": tenant_id, "at": at, "predicates": sorted(predicates)})
-        return _policies(cursor.fetchall(), predicates)
+    stood at transaction time ``at``, in one query (DESIGN.md, "Predicate
+    policy"; see :class:`facts.policy.PolicyCache`)."""
+    cache = PolicyCache(tenant_id=tenant_id, at=at)
+    cache.prefetch(predicates)
+    return {p: cache.get(p) for p in predicates}
 
 
-class _PolicyRow(NamedTuple):
-    cardinality: str
-    stakes: str
-    authority: str
-    ttl_seconds: int | None
-
-
-def _policies(rows: list[tuple], predicates: set[str]) -> dict[str, Policy]:
-    """Policies from the ``ranking`` and ``policy`` rows of :data:`_POLICIES_SQL`."""
-    ranking, found = DEFAULT_RANKING, {}
-    for kind, predicate, cardinality, stakes, authority, ttl_seconds, stored_ranking, *_ in rows:
-        if kind == "ranking" and stored_ranking:
-            ranking = tuple(json.loads(stored_ranking))
-        elif kind == "policy":
-            found[predicate] = _PolicyRow(cardinality, stakes, authority, ttl_seconds)
-    out = {}
-    for predicate in predicates:
-        entry = found.get(predicate) or CATALOGUE.get(predicate) or UNCLASSIFIED
-        out[predicate] = Policy(cardinality=entry.cardinality, stakes=entry.stakes, authority=entry.authority,
-                                ttl_seconds=entry.ttl_seconds, ranking=ranking)
-    return out
-
-
-# Rows of (kind, predicate, cardinality, stakes, authority, ttl_seconds,
-# ranking, fact_key_id, valid_from, conflict_id): the ranking in force at
-# %(at)s, the newest policy row of each of %(predicates)s at %(at)s; the as-of
-# read adds its conflicts to the same round trip.
-_POLICIES_SQL = (
-    "SELECT 'ranking', NULL::text, NULL::text, NULL::text, NULL::text, NULL::integer, (SELECT r.ranking FROM "
-    f'"{SourceRanking._meta.db_table}" r WHERE r.tenant_id = %(tenant)s AND r.recorded_at <= %(at)s '
-    "ORDER BY r.recorded_at DESC, r.id DESC LIMIT 1), NULL::bigint, NULL::timestamptz, NULL::uuid "
-    "UNION ALL (SELECT DISTINCT ON (p.predicate) 'policy', p.predicate, p.cardinality, p.stakes, p.authority, "
-    f'p.ttl_seconds, NULL::jsonb, NULL::bigint, NULL::timestamptz, NULL::uuid FROM "{PredicatePolicy._meta.db_table}" p '
-    "WHERE p.tenant_id = %(tenant)s AND p.predicate = ANY(%(predicates)s) AND p.recorded_at <= %(at)s "
-    "ORDER BY p.predicate, p.recorded_at DESC, p.id DESC)"
-)
-# The conflicts open at %(known_at)s (a tie may have been opened, resolved
-# and opened again; a low-stakes tie is recorded resolved).
-_POLICIES_AND_CONFLICTS_SQL = (
-    _POLICIES_SQL + " UNION ALL SELECT 'conflict', NULL, NULL, NULL, NULL, NULL, NULL, c.fact_key_id, c.valid_from, "
-    f'c.id FROM "{Conflict._meta.db_table}" c WHERE c.tenant_id = %(tenant)s AND c.subject_id = %(subject)s '
-    "AND c.fact_key_id = ANY(%(keys)s) AND c.opened_at <= %(known_at)s "
-    "AND (c.resolved_at IS NULL OR c.resolved_at > %(known_at)s)"
+# Parameters: tenant, subject, key ids, known_at twice. The conflicts open
+# at known_at (a tie may have been opened, resolved and opened again; a
+# low-stakes tie is recorded resolved).
+_OPEN_CONFLICTS_SQL = (
+    f'SELECT c.fact_key_id, c.valid_from, c.id FROM "{Conflict._meta.db_table}" c '
+    "WHERE c.tenant_id = %s AND c.subject_id = %s AND c.fact_key_id = ANY(%s) AND c.opened_at <= %s "
+    "AND (c.resolved_at IS NULL OR c.resolved_at > %s)"
 )
 
 
@@ -305,19 +268,18 @@ def _facts_as_of(*, tenant_id: int, external_id: str, valid_at: datetime, known_
                          "valid_to": valid_to, "valid_from_precision": precision}
         if not grouped:
             return subject_external_id, []
-        predicates = {k.predicate for k in keys.values()}
-        params.update(subject=subject_id, keys=list(grouped), predicates=sorted(predicates))
-        cursor.execute(_POLICIES_AND_CONFLICTS_SQL, params)
-        policy_rows = cursor.fetchall()
-    policies = _policies(policy_rows, predicates)
+    predicates = {k.predicate for k in keys.values()}
+    policies = PolicyCache(tenant_id=tenant_id, at=known_at)
+    policy_rows, conflict_rows = fetch_together(policies.prefetch_statement(predicates), (
+        _OPEN_CONFLICTS_SQL, [tenant_id, subject_id, list(grouped), known_at, known_at]))
+    policies.load(predicates, policy_rows)
     conflicts: dict[int, dict] = defaultdict(dict)
-    for kind, *_, key_id, conflict_valid_from, conflict_id in policy_rows:
-        if kind == "conflict":
-            conflicts[key_id][conflict_valid_from] = conflict_id
+    for key_id, conflict_valid_from, conflict_id in conflict_rows:
+        conflicts[key_id][conflict_valid_from] = conflict_id
     items = []
     for key_id, claims in grouped.items():
         key = keys[key_id]
-        resolution = resolve(claims, policies[key.predicate])
+        resolution = resolve(claims, policies.get(key.predicate))
         items.extend(rows_holding_at(key, resolution, info, conflicts[key_id], valid_at))
     return subject_external_id, [fact_item_from_row(r) for r in sorted(items, key=_row_order)]
 

@@ -14,8 +14,8 @@ from django.test.utils import CaptureQueriesContext
 
 from facts import queries
 from facts.models import ApiKey, CurrentFact, PredicatePolicy, SourceRanking
-from facts.policy import PolicyCache
 from facts.projection import iso
+from facts.resolve import DEFAULT_RANKING
 from facts.tenants import create_or_rotate_tenant, tenant_for_api_key
 from tests.factories import assertion_data
 
@@ -149,7 +149,7 @@ def test_reads_take_a_fixed_number_of_queries(agent):
 # --------------------------------------------------------------------------- policy
 
 
-def test_policies_at_equals_policy_cache(agent):
+def test_policies_at_follows_the_versions_in_force_at_each_transaction_time(agent):
     tenant = agent.tenant
     t1 = datetime(2026, 1, 1, tzinfo=timezone.utc)
     PredicatePolicy.objects.create(tenant=tenant, predicate="shoe_size", cardinality="one", stakes="high",
@@ -158,14 +158,22 @@ def test_policies_at_equals_policy_cache(agent):
                                    authority="user", recorded_at=t1 + timedelta(days=2))
     PredicatePolicy.objects.create(tenant=tenant, predicate="employer", cardinality="many", stakes="low",
                                    authority="system_record", recorded_at=t1)
-    SourceRanking.objects.create(tenant=tenant, ranking=["user_statement", "correction", "system_record",
-                                                         "user_document", "agent_inference"],
-                                 recorded_at=t1 + timedelta(days=1))
+    custom = ("user_statement", "correction", "system_record", "user_document", "agent_inference")
+    SourceRanking.objects.create(tenant=tenant, ranking=list(custom), recorded_at=t1 + timedelta(days=1))
     predicates = {"shoe_size", "employer", "plan", "never_seen"}
-    for at in (t1 - timedelta(days=1), t1, t1 + timedelta(days=1), t1 + timedelta(days=3)):
-        cache = PolicyCache(tenant_id=tenant.id, at=at)
-        assert queries.policies_at(tenant_id=tenant.id, predicates=predicates, at=at) == {
-            p: cache.get(p) for p in predicates}, at
+
+    def shape(at):
+        policies = queries.policies_at(tenant_id=tenant.id, predicates=predicates, at=at)
+        return {p: (v.cardinality, v.stakes, v.authority, v.ttl_seconds) for p, v in policies.items()}, {
+            v.ranking for v in policies.values()}
+
+    unclassified, catalogue_plan = ("many", "low", "user", None), ("one", "low", "system_record", None)
+    assert shape(t1 - timedelta(days=1)) == ({"shoe_size": unclassified, "employer": ("one", "low", "user", None),
+                                              "plan": catalogue_plan, "never_seen": unclassified}, {DEFAULT_RANKING})
+    assert shape(t1) == ({"shoe_size": ("one", "high", "user", 3600), "employer": ("many", "low", "system_record", None),
+                          "plan": catalogue_plan, "never_seen": unclassified}, {DEFAULT_RANKING})
+    assert shape(t1 + timedelta(days=1))[1] == {custom}
+    assert shape(t1 + timedelta(days=3))[0]["shoe_size"] == unclassified
 
 
 # --------------------------------------------------------------------------- authentication
