@@ -195,7 +195,9 @@ def explain_plans(*, tenant, subject: str, history_key: tuple[str, str, str], kn
 
     from facts.claims import live_filter
     from facts.models import Assertion, Conflict, CurrentFact, Event, FactKey, PredicatePolicy, Subject, WebhookReceipt
-    from facts.queries import current_rows
+    from django.db import connection
+
+    from facts.queries import current_facts_statement
 
     subj = Subject.objects.get(tenant=tenant, external_id=subject)
     entity, predicate, scope = history_key
@@ -217,7 +219,6 @@ def explain_plans(*, tenant, subject: str, history_key: tuple[str, str, str], kn
         "write: policy (DISTINCT ON)": PredicatePolicy.objects.filter(
             tenant=tenant, predicate__in=[predicate], recorded_at__lte=now).order_by(
             "predicate", "-recorded_at", "-id").distinct("predicate"),
-        "read: facts-now (projection)": current_rows(subject=subj, valid_at=now),
         "read: as-of known_at (log)": Assertion.objects.filter(tenant_id=tenant.id, fact_key_id__in=keys).filter(
             live_filter(known_at)),
         "read: history events of a key": Event.objects.filter(fact_key=key).order_by("at", "id"),
@@ -225,4 +226,9 @@ def explain_plans(*, tenant, subject: str, history_key: tuple[str, str, str], kn
     out = []
     for name, qs in querysets.items():
         out.append(_plan_summary(name, qs.explain(analyze=True, buffers=True)))
+    sql, params = current_facts_statement(tenant_id=tenant.id, external_id=subject, valid_at=now)
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)
+        out.append(_plan_summary("read: facts-now (projection, as the API runs it)",
+                                 "\n".join(r[0] for r in cursor.fetchall())))
     return out

@@ -176,11 +176,11 @@ def _key_filter_sql(entity: str | None, predicate: str | None, scope: tuple[str,
     return sql, params
 
 
-def _current_facts_json(*, tenant_id: int, external_id: str, valid_at: datetime, known_at: datetime,
-                        entity: str | None, predicate: str | None, scope: tuple[str, str] | None) -> str:
-    """The facts body as known now, as JSON text, in one query. The subject
-    is looked up by ``(tenant, external_id)`` and the projection rows by
-    ``(tenant, subject)``. Raises :class:`NotFound`."""
+def current_facts_statement(*, tenant_id: int, external_id: str, valid_at: datetime, entity: str | None = None,
+                            predicate: str | None = None, scope: tuple[str, str] | None = None) -> tuple[str, dict]:
+    """``(sql, params)`` of the facts-now query: one row ``(external id,
+    items as JSON text)``, none for an unknown subject (the benchmark
+    explains this very statement)."""
     key_sql, params = _key_filter_sql(entity, predicate, scope)
     sql = (
         f"SELECT s.external_id, (SELECT string_agg(({FACT_ITEM_SQL})::text, ', ' ORDER BY {_ROW_ORDER_SQL}) "
@@ -188,8 +188,17 @@ def _current_facts_json(*, tenant_id: int, external_id: str, valid_at: datetime,
         f"AND f.status IN ('value', 'conflict') AND {_HOLDING_SQL}{key_sql}) "
         f'FROM "{Subject._meta.db_table}" s WHERE s.tenant_id = %(tenant)s AND s.external_id = %(external_id)s'
     )
+    return sql, {**params, "tenant": tenant_id, "external_id": external_id, "at": valid_at}
+
+
+def _current_facts_json(*, tenant_id: int, external_id: str, valid_at: datetime, known_at: datetime,
+                        entity: str | None, predicate: str | None, scope: tuple[str, str] | None) -> str:
+    """The facts body as known now, as JSON text, in one query. The subject
+    is looked up by ``(tenant, external_id)`` and the projection rows by
+    ``(tenant, subject)``. Raises :class:`NotFound`."""
     with connection.cursor() as cursor:
-        cursor.execute(sql, {**params, "tenant": tenant_id, "external_id": external_id, "at": valid_at})
+        cursor.execute(*current_facts_statement(tenant_id=tenant_id, external_id=external_id, valid_at=valid_at,
+                                                entity=entity, predicate=predicate, scope=scope))
         row = cursor.fetchone()
     if row is None:
         raise NotFound("no such subject")
