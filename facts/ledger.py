@@ -336,11 +336,12 @@ def _register_unclassified(tenant: Tenant, predicates: set[str], now: datetime) 
         ])
 
 
-def _subject_ids(tenant: Tenant, items: list[AssertionInput]) -> dict[str, int]:
-    """External id -> subject id, creating missing subjects in bulk."""
+def _subject_ids(tenant: Tenant, items: list[AssertionInput], found: list[dict]) -> dict[str, int]:
+    """External id -> subject id, creating missing subjects in bulk.
+    ``found``: the stored subjects among them (``external_id``, ``id``,
+    ``display_name``)."""
     names = {d.subject: d.subject_name for d in items}
-    rows = {e: (pk, name) for e, pk, name in Subject.objects.filter(tenant=tenant, external_id__in=names)
-            .values_list("external_id", "id", "display_name")}
+    rows = {r["external_id"]: (r["id"], r["display_name"]) for r in found if r["external_id"] in names}
     missing = [Subject(tenant=tenant, external_id=e, display_name=n) for e, n in names.items() if e not in rows]
     if missing:
         Subject.objects.bulk_create(missing, ignore_conflicts=True)
@@ -504,9 +505,15 @@ def write_batch(*, tenant: Tenant, items: list[Item], actor: str,
 
 def _apply_many(tenant: Tenant, items: list[Item], actor: str) -> list[WriteResult | NotFound]:
     results: list[WriteResult | NotFound | None] = [None] * len(items)
-    hashes = {d.payload_hash for d in items if isinstance(d, AssertionInput)}
-    held = dict(Assertion.objects.filter(tenant=tenant, payload_hash__in=hashes, erased_at__isnull=True)
-                .values_list("payload_hash", "id")) if hashes else {}
+    asserted = [d for d in items if isinstance(d, AssertionInput)]
+    # Payloads already held and the subjects named, in one round trip.
+    held_rows, subject_rows = fetch_together(
+        Assertion.objects.filter(tenant=tenant, payload_hash__in={d.payload_hash for d in asserted},
+                                 erased_at__isnull=True).values("payload_hash", "id"),
+        Subject.objects.filter(tenant=tenant, external_id__in={d.subject for d in asserted})
+        .values("external_id", "id", "display_name"),
+    )
+    held = {r["payload_hash"]: r["id"] for r in held_rows}
     first_of: dict[str, int] = {}
     todo: list[int] = []
     for i, d in enumerate(items):
@@ -518,7 +525,7 @@ def _apply_many(tenant: Tenant, items: list[Item], actor: str) -> list[WriteResu
             first_of[d.payload_hash] = i
             todo.append(i)
     if todo:
-        _record(tenant, items, todo, actor, results)
+        _record(tenant, items, todo, actor, results, subject_rows)
     for i, d in enumerate(items):
         if results[i] is None:  # the same payload twice in one batch: the second is a duplicate
             results[i] = WriteResult(results[first_of[d.payload_hash]].assertion_id, "duplicate", "duplicate-payload")
@@ -554,13 +561,14 @@ def _retraction_targets(tenant: Tenant, retractions: dict[int, Retraction]) -> d
 
 
 def _record(tenant: Tenant, items: list[Item], todo: list[int], actor: str,
-            results: list[WriteResult | NotFound | None]) -> None:
+            results: list[WriteResult | NotFound | None], subject_rows: list[dict]) -> None:
     """Write rule steps 2-8 for the items ``todo`` (indexes into ``items``:
-    new assertions and retractions, in order); fills ``results``."""
+    new assertions and retractions, in order); fills ``results``.
+    ``subject_rows``: the stored subjects the items name."""
     fresh = [i for i in todo if isinstance(items[i], AssertionInput)]
     retractions = {i: items[i] for i in todo if isinstance(items[i], Retraction)}
     stored = _retraction_targets(tenant, retractions)
-    subjects = _subject_ids(tenant, [items[i] for i in fresh])
+    subjects = _subject_ids(tenant, [items[i] for i in fresh], subject_rows)
     policies = PolicyCache(tenant_id=tenant.id, at=None)
     new_predicates = {items[i].predicate for i in fresh}
     keys, locked = _locked_keys(tenant, {_key_ident(subjects[items[i].subject], items[i]) for i in fresh},
