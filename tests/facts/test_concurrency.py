@@ -19,28 +19,35 @@ from tests.factories import TenantFactory, assertion_data
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def race(tenant, payloads: list[dict]) -> list:
-    """Run one ``assert_fact`` per payload, each in its own thread and
-    database connection, released together. Returns results or exceptions."""
-    barrier = threading.Barrier(len(payloads))
-    results: list = [None] * len(payloads)
+def run_together(calls: list) -> list:
+    """Run each zero-argument call in its own thread and database
+    connection, released together. Returns results or exceptions, in order."""
+    barrier = threading.Barrier(len(calls))
+    results: list = [None] * len(calls)
 
-    def write(i: int) -> None:
+    def run(i: int) -> None:
         try:
             barrier.wait(timeout=10)
-            data = parse_assertion(payloads[i], received_at=timezone.now())
-            results[i] = ledger.assert_fact(tenant=tenant, data=data, actor="test")
+            results[i] = calls[i]()
         except Exception as exc:  # reported by the assertion below
             results[i] = exc
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=write, args=(i,)) for i in range(len(payloads))]
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=30)
     return results
+
+
+def race(tenant, payloads: list[dict]) -> list:
+    """One ``assert_fact`` per payload, all at once (:func:`run_together`)."""
+    return run_together([
+        lambda p=p: ledger.assert_fact(tenant=tenant, actor="test", data=parse_assertion(p, received_at=timezone.now()))
+        for p in payloads
+    ])
 
 
 def projection_and_rebuild(tenant) -> tuple[str, str]:
@@ -87,29 +94,10 @@ def test_high_stakes_race_opens_exactly_one_conflict_per_tie():
 
 
 def race_dispatch(tenant, calls: list[tuple[str, dict]]) -> list:
-    """Run ``dispatch_once(webhook id, envelope)`` per call, each in its own
-    thread and connection, released together."""
+    """``dispatch_once(webhook id, envelope)`` per call, all at once."""
     from facts.webhooks import dispatch_once
 
-    barrier = threading.Barrier(len(calls))
-    results: list = [None] * len(calls)
-
-    def send(i: int) -> None:
-        try:
-            barrier.wait(timeout=10)
-            webhook_id, envelope = calls[i]
-            results[i] = dispatch_once(tenant, webhook_id, envelope, actor="test")
-        except Exception as exc:  # reported by the assertion below
-            results[i] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(calls))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
-    return results
+    return run_together([lambda c=c: dispatch_once(tenant, c[0], c[1], actor="test") for c in calls])
 
 
 @pytest.mark.parametrize("same_webhook_id", [False, True])
