@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import time
@@ -36,6 +37,11 @@ from pathlib import Path
 from bench import database
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+# Gunicorn's starting point for sync workers ("Design", "How many workers?"):
+# (2 x cores) + 1, so that a worker waiting on PostgreSQL leaves the CPU to
+# another instead of leaving a client queued behind it.
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+DEFAULT_WEB_WORKERS = 2 * CORES + 1
 SIZE_SUFFIXES = {"k": 1_000, "m": 1_000_000}
 
 
@@ -71,7 +77,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--webhook-slice", type=int, default=1000, help="assertions ingested as signed webhooks per size")
     p.add_argument("--batch-size", type=int, default=500, help="events per batch request (1-1000, default 500)")
     p.add_argument("--clients", type=int, default=4, help="concurrent client connections (default 4)")
-    p.add_argument("--web-workers", type=int, default=3, help="gunicorn sync workers (default 3)")
+    p.add_argument("--web-workers", type=int, default=DEFAULT_WEB_WORKERS,
+                   help=f"gunicorn sync workers (default 2 x cores + 1, Gunicorn's advice: {DEFAULT_WEB_WORKERS} here)")
     p.add_argument("--read-samples", type=int, default=200, help="requests per read kind per size (default 200)")
     p.add_argument("--dashboard-memories", type=int, default=5000, help="memories of the dashboard's heavy user")
     p.add_argument("--real-slice", type=int, default=2000,
