@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -18,6 +19,9 @@ from typing import Any
 from facts.resolve import SOURCE_KINDS, content_hash, normalise_value
 
 MAX_VALUE_BYTES = 4096
+# Envelope (2) + event list (2) + data (1) + a value nested MAX_VALUE_DEPTH deep.
+MAX_VALUE_DEPTH = 8
+MAX_BODY_DEPTH = 5 + MAX_VALUE_DEPTH
 MAX_EVIDENCE_CHARS = 10_000
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}$")
 _PRECISIONS = ("year", "month", "day", "second")
@@ -103,6 +107,12 @@ def _name(raw: Any, field: str, default: str | None = None) -> str:
     return raw
 
 
+def parse_name(raw: Any, field: str) -> str:
+    """A subject, entity or predicate name: 1-200 letters, digits, ``_ .
+    : -``. Raises :class:`InputError`."""
+    return _name(raw, field)
+
+
 def _text(raw: Any, field: str, *, required: bool, limit: int = 300) -> str:
     if raw is None and not required:
         return ""
@@ -131,11 +141,21 @@ def _value(raw: Any, field: str) -> Any:
         raise InputError("must be a scalar or an object, not a list (send one assertion per value)", field)
     if isinstance(raw, str) and not raw.strip():
         raise InputError("must not be empty", field)
-    if isinstance(raw, float) and raw != raw:
+    if isinstance(raw, float) and not math.isfinite(raw):
         raise InputError("must be a finite number", field)
+    if _depth(raw) > MAX_VALUE_DEPTH:
+        raise InputError(f"nests deeper than {MAX_VALUE_DEPTH} levels", field)
     if len(json.dumps(raw, ensure_ascii=False).encode()) > MAX_VALUE_BYTES:
         raise InputError(f"is larger than {MAX_VALUE_BYTES} bytes", field)
     return raw
+
+
+def _depth(node: Any) -> int:
+    if isinstance(node, dict):
+        return 1 + max((_depth(v) for v in node.values()), default=0)
+    if isinstance(node, list):
+        return 1 + max((_depth(v) for v in node), default=0)
+    return 0
 
 
 def parse_assertion(data: Any, *, received_at: datetime, prefix: str = "data") -> AssertionInput:
@@ -222,9 +242,50 @@ def parse_uuid(raw: Any, field: str) -> str:
 
 
 def parse_json_body(body: bytes) -> Any:
-    """Decode a request body as JSON; raises :class:`InputError` (field
-    ``body``) when it is not valid UTF-8 JSON."""
+    """Decode a request body as JSON (RFC 8259) that PostgreSQL can store.
+
+    Raises :class:`InputError` (field ``body``) when it is not valid UTF-8
+    JSON, holds ``NaN``/``Infinity`` or a number too large for a double,
+    nests deeper than :data:`MAX_BODY_DEPTH`, or holds a string PostgreSQL
+    refuses: a NUL character (``\\u0000``) or an unpaired surrogate."""
     try:
-        return json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"is not valid JSON: {exc}", "body") from None
+        parsed = json.loads(body.decode("utf-8"), parse_constant=_refuse_constant, parse_float=_finite_float)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        detail = "nests too deeply" if isinstance(exc, RecursionError) else f"is not valid JSON: {exc}"
+        raise InputError(detail, "body") from None
+    _check_storable(parsed, depth=0)
+    return parsed
+
+
+def _refuse_constant(name: str) -> Any:
+    raise InputError(f"is not valid JSON: {name} is not a number in JSON", "body")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise InputError(f"holds a number too large to store: {text[:40]}", "body")
+    return value
+
+
+def _check_storable(node: Any, *, depth: int, path: str = "") -> None:
+    """Refuse what PostgreSQL would refuse after the fact (a 500), naming
+    where it is (``events[3].data.value``; ``body`` at the top)."""
+    field = path or "body"
+    if depth > MAX_BODY_DEPTH:
+        raise InputError(f"nests deeper than {MAX_BODY_DEPTH} levels", field)
+    if isinstance(node, str):
+        if "\x00" in node:
+            raise InputError("holds a NUL character (\\u0000), which cannot be stored", field)
+        try:
+            node.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError("holds an unpaired surrogate (\\ud800-\\udfff), which is not Unicode text",
+                             field) from None
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            _check_storable(key, depth=depth + 1, path=field)
+            _check_storable(value, depth=depth + 1, path=f"{path}.{key}" if path else str(key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            _check_storable(value, depth=depth + 1, path=f"{path}[{i}]")

@@ -240,6 +240,10 @@ def inbound(request: HttpRequest, tenant_slug: str) -> JsonResponse:
     body = request.body
     if len(body) > limit:
         return _error(413, f"body is larger than {limit} bytes", "body")
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _error(400, f"is not UTF-8 text: {exc}", "body")
     headers = {k.lower(): v for k, v in request.headers.items() if k.lower().startswith("webhook-")}
     try:
         verify_signature(secrets, body, headers)

@@ -317,3 +317,52 @@ def test_batch_retraction_that_names_nothing_is_404_and_the_others_are_written(a
     assert after["Assertion"] == before["Assertion"] + 1
     assert after["WebhookReceipt"] == before["WebhookReceipt"] + 1  # the refusal is not remembered
     assert Event.objects.filter(tenant=agent.tenant, type="fact.retracted").count() == 0
+
+
+# --------------------------------------------------------------------------- what PostgreSQL cannot store
+
+
+UNSTORABLE = [
+    ('"Zoë \\u0000 nul"', "data.value"),   # PostgreSQL text and jsonb refuse NUL
+    ('"\\ud800"', "data.value"),           # an unpaired surrogate is not Unicode text
+    ("1e999", "body"),                     # parses to infinity
+    ("Infinity", "body"),                  # not JSON at all
+    ('{"a": ' * 20 + "1" + "}" * 20, "data.value.a.a.a.a.a.a.a.a.a.a.a"),
+]
+
+
+@pytest.mark.parametrize("value, field", UNSTORABLE)
+def test_a_value_postgresql_cannot_store_is_400_naming_it_and_writes_nothing(agent, value, field):
+    body = ('{"type": "fact.asserted", "timestamp": "2026-01-01T00:00:00Z", "data": '
+            '{"subject": "u-1", "predicate": "note", "source": {"kind": "user_statement", "id": "m-1"}, '
+            f'"value": {value}}}}}')
+    before = row_counts(agent.tenant)
+
+    response = agent.client.post(f"/webhooks/{agent.slug}/", body, content_type="application/json",
+                                 headers=agent.signed_headers(body))
+
+    assert (response.status_code, response.json()["field"]) == (400, field)
+    assert row_counts(agent.tenant) == before
+
+
+def test_a_batch_with_an_unstorable_value_is_400_naming_the_event_and_writes_nothing(agent):
+    body = json.dumps({"events": [batch_event("e-1", assertion_data(value="fine")),
+                                  batch_event("e-2", assertion_data(value="bad \u0000"))]})
+    before = row_counts(agent.tenant)
+
+    response = agent.client.post("/api/v1/assertions/batch", body, content_type="application/json",
+                                 headers={"Authorization": f"Bearer {agent.api_key}"})
+
+    assert (response.status_code, response.json()["field"]) == (400, "events[1].data.value")
+    assert row_counts(agent.tenant) == before
+
+
+def test_a_signed_body_that_is_not_utf8_is_400_not_a_signature_failure(agent):
+    body = b'{"type": "fact.asserted", "data": {"value": "\xff\xfe"}}'
+    before = row_counts(agent.tenant)
+
+    response = agent.client.post(f"/webhooks/{agent.slug}/", body, content_type="application/json",
+                                 headers=agent.signed_headers(body.decode("latin-1")))
+
+    assert (response.status_code, response.json()["field"]) == (400, "body")
+    assert row_counts(agent.tenant) == before
