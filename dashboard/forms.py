@@ -2,7 +2,7 @@
 label and help in plain words."""
 from __future__ import annotations
 
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import date, datetime, time, timezone
 
 from django import forms
 
@@ -16,8 +16,15 @@ def start_of_day(d: date) -> datetime:
 
 def end_of_day(d: date) -> datetime:
     """The last microsecond of ``d`` in UTC: "on 3 March" means "as things
-    stood at the end of 3 March"."""
-    return start_of_day(d) + timedelta(days=1) - timedelta(microseconds=1)
+    stood at the end of 3 March" (valid for every date, 31 December 9999
+    included)."""
+    return datetime.combine(d, time.max, tzinfo=timezone.utc)
+
+
+def _not_after_today(d: date | None, message: str) -> date | None:
+    if d is not None and d > datetime.now(timezone.utc).date():
+        raise forms.ValidationError(message)
+    return d
 
 
 class FilterForm(forms.Form):
@@ -38,6 +45,9 @@ class CorrectionForm(forms.Form):
                             widget=forms.TextInput(attrs={"autocomplete": "off"}))
     since = forms.DateField(label="Since when", widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"),
                             help_text="The day it became true. Before that day, the old answer stays.")
+
+    def clean_since(self) -> date:
+        return _not_after_today(self.cleaned_data["since"], "What is true now cannot start after today.")
 
 
 class RetractForm(forms.Form):
@@ -60,6 +70,9 @@ class NeitherForm(forms.Form):
     since = forms.DateField(label="Since when (optional)", required=False,
                             widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"))
 
+    def clean_since(self) -> date | None:
+        return _not_after_today(self.cleaned_data["since"], "What is true now cannot start after today.")
+
 
 class TimeTravelForm(forms.Form):
     believed_on = forms.DateField(label="What did the assistant believe on",
@@ -67,3 +80,7 @@ class TimeTravelForm(forms.Form):
                                   help_text="What it had learned by the end of that day.")
     about = forms.DateField(label="About which day", widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"),
                             help_text="What it thought was true on that day.")
+
+    def clean_believed_on(self) -> date:
+        return _not_after_today(self.cleaned_data["believed_on"],
+                                "That day has not come yet: the assistant can only be asked about today or before.")

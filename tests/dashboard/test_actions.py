@@ -110,3 +110,27 @@ def test_download_is_a_json_attachment_with_provenance(person):
     berlin = next(f for f in body["current"] if f.get("value") == "Berlin")
     assert berlin["source"]["evidence"] == "I live in Berlin"
     assert {k["predicate"] for k in body["keys"]} == {"note", "city_of_residence"}
+
+
+def test_this_changed_cannot_start_after_today_and_writes_nothing(person):
+    berlin = person.remember(predicate="city_of_residence", value="Berlin")
+    count = Assertion.objects.count()
+
+    response = person.client.post(f"/memories/{berlin['assertion_id']}/correct", {"value": "Hamburg", "since": "3000-01-01"})
+
+    assert response.status_code == 400
+    assert b"cannot start after today" in response.content
+    assert Assertion.objects.count() == count
+
+
+@pytest.mark.parametrize("believed_on, about, status, text", [
+    ("2999-01-01", "2025-01-01", 200, b"That day has not come yet"),
+    ("2025-01-01", "9999-12-31", 200, b"believed on"),
+])
+def test_look_back_refuses_future_days_and_takes_the_last_day_there_is(person, believed_on, about, status, text):
+    person.remember(predicate="city_of_residence", value="Berlin", valid_from="2020-01-01T00:00:00Z")
+
+    response = person.client.get("/time-travel/", {"believed_on": believed_on, "about": about})
+
+    assert response.status_code == status
+    assert text in response.content
