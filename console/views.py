@@ -140,8 +140,15 @@ def decide(request: HttpRequest, task_id: uuid.UUID) -> HttpResponse:
         else:
             audit.note(request, task_id=str(task_id), decision=d["decision"],
                        result=outcome.write.outcome if outcome.write else "policy")
-            messages.success(request, f"{'Confirmed' if d['decision'] == 'confirm' else 'Rejected'}: recorded through "
-                                      f"the ledger. The person's memory now reflects it.")
+            verb = "Confirmed" if d["decision"] == "confirm" else "Rejected"
+            if outcome.write is not None and outcome.write.outcome == "overruled":
+                # A correction still loses to a system of record that owns
+                # the predicate (DESIGN.md, write rule step 4).
+                messages.warning(request, f"{verb}: recorded through the ledger, but the current answer has not "
+                                          f"changed: {outcome.write.rule} still decides it. Change the system of "
+                                          f"record to change the answer.")
+            else:
+                messages.success(request, f"{verb}: recorded through the ledger. The person's memory now reflects it.")
             return redirect(_url(request, "task", task_id))
     return render(request, "console/task.html", context, status=400)
 

@@ -12,6 +12,7 @@ from console.models import AuditEntry, Revocation, StaffMembership
 from facts.models import ApiKey, Assertion, Event, PredicatePolicy, SourceRanking, WebhookSecret
 from tests.conftest import make_tenant_client
 from tests.console.factories import MembershipFactory, client_for, csrf_client_for, failed_delivery, proposal_task
+from tests.factories import assertion_data
 
 pytestmark = pytest.mark.django_db
 
@@ -161,3 +162,19 @@ def test_a_review_decision_goes_through_the_ledger_as_a_correction(world, people
 
 def test_unknown_ids_are_404(world, people):
     assert people["admin"].get(f"/console/{world.slug}/queue/{uuid.uuid4()}/").status_code == 404
+
+
+def test_confirming_a_follow_up_says_the_system_of_record_still_decides(world, people):
+    agent = world.agent
+    agent.api("PUT", "/predicates/legal_name", {"cardinality": "one", "stakes": "high", "authority": "system_record"})
+    agent.assert_fact(assertion_data(subject=world.subject, predicate="legal_name", value="Anna Schmidt",
+                                     kind="system_record", valid_from="2020-01-01T00:00:00Z"))
+    agent.assert_fact(assertion_data(subject=world.subject, predicate="legal_name", value="Anna Müller",
+                                     valid_from="2026-11-01T00:00:00Z"))
+    task = ReviewTask.objects.get(tenant=agent.tenant, kind=ReviewTask.SYSTEM_RECORD_FOLLOWUP)
+
+    response = people["agent"].post(f"/console/{world.slug}/queue/{task.id}/decide",
+                                    {"decision": "confirm", "note": "asked them"}, follow=True)
+
+    assert b"the current answer has not changed" in response.content
+    assert b"now reflects it" not in response.content
