@@ -24,7 +24,7 @@ from facts import events as ev
 from facts.errors import NotFound
 from facts.bulk import Writes, fetch_together, insert_rows
 from facts.claims import CLAIM_FIELDS, live_filter, to_claim
-from facts.inputs import AssertionInput, InputError
+from facts.inputs import AssertionInput, InputError, parse_name
 from facts.models import (
     Assertion, Conflict, CurrentFact, Event, FactKey, PredicatePolicy, SourceRanking, Subject, Tenant,
     new_assertion_id,
@@ -923,6 +923,7 @@ def set_predicate_policy(*, tenant: Tenant, predicate: str, cardinality: str, st
     every key of that predicate (API.md, "Predicate policy"). Returns a
     summary ``{"predicate", "keys", "changed", "conflicts_opened",
     "proposals"}``. Raises :class:`InputError` for a bad field."""
+    parse_name(predicate, "predicate")
     if cardinality not in ("one", "many"):
         raise InputError("must be 'one' or 'many'", "cardinality")
     if stakes not in ("low", "high"):

@@ -11,7 +11,7 @@ from django.core import serializers
 
 from facts import events as ev
 from facts import ledger
-from facts.models import Assertion, Conflict, CurrentFact, Event, FactKey, Subject, WebhookReceipt
+from facts.models import Assertion, Conflict, CurrentFact, Event, FactKey, PredicatePolicy, Subject, WebhookReceipt
 from facts.resolve import content_hash, normalise_value
 from tests.factories import assertion_data
 
@@ -606,3 +606,12 @@ def test_a_write_resolves_with_the_tenant_ranking_in_force(agent):
                                                valid_from="2024-01-01T00:00:00Z"))
 
     assert (guessed["outcome"], guessed["rule"]) == ("superseded_existing", "source-rank")
+
+
+def test_a_policy_for_a_predicate_no_assertion_could_use_is_400_and_writes_nothing(agent):
+    before = PredicatePolicy.objects.filter(tenant=agent.tenant).count()
+
+    response = agent.api("PUT", "/predicates/bad name!", {"cardinality": "one", "stakes": "low"})
+
+    assert (response.status_code, response.json()["field"]) == (400, "predicate")
+    assert PredicatePolicy.objects.filter(tenant=agent.tenant).count() == before
