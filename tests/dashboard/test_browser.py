@@ -180,3 +180,14 @@ def test_this_changed_from_a_date_keeps_the_old_value_before_it(page, live_serve
     expect(page.locator(".tl-bar--superseded")).to_contain_text("Acme Corp")
     expect(page.locator(".story")).to_contain_text("“Initech” replaced “Acme Corp” on 1 Feb 2026, because you corrected it.")
     shot(page, "12-history-corrected")
+
+
+def test_a_very_long_word_wraps_inside_its_card(page, live_server, person):
+    person.remember(predicate="note", value="L" * 4000)
+    sign_in(page, live_server, person)
+
+    for url in ("/", "/time-travel/?believed_on=2026-01-01&about=2025-06-01"):
+        page.goto(live_server.url + url)
+        widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        shot(page, "16-long-word")
+        assert widths[0] <= widths[1], url
