@@ -22,6 +22,7 @@ same assertions resolves to the same timeline.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -347,9 +348,21 @@ def _resolve_one(claims: Sequence[Claim], policy: Policy, resolution: Resolution
     points = sorted({c.valid_from for c in claims} | {e for e in resolution.end.values() if e is not None})
     pieces: list[Segment] = []
     running_tie = None  # (stop, rule, tied values) of the piece just before, when it was a tie
+    # A sweep over the points: claims join when they start and leave when
+    # they end, so each piece costs the claims holding there, not all claims.
+    active: dict[int, Claim] = {}  # index in ``claims`` (their order) -> claim
+    ending: list[tuple[datetime, int]] = []  # heap of (end, index)
+    joined = 0
     for i, start in enumerate(points):
         stop = points[i + 1] if i + 1 < len(points) else None
-        holding = [c for c in claims if c.valid_from <= start and (resolution.end[c.id] is None or start < resolution.end[c.id])]
+        while joined < len(claims) and claims[joined].valid_from <= start:
+            active[joined] = claims[joined]
+            if resolution.end[claims[joined].id] is not None:
+                heapq.heappush(ending, (resolution.end[claims[joined].id], joined))
+            joined += 1
+        while ending and ending[0][0] <= start:
+            active.pop(heapq.heappop(ending)[1], None)
+        holding = [active[n] for n in sorted(active)]
         if not holding:
             running_tie = None
             continue
@@ -441,7 +454,8 @@ def _merge(pieces: list[Segment], policy: Policy, resolution: Resolution) -> lis
             )
         else:
             merged.append(piece)
-    return [_with_supersession_rule(s, resolution) for s in merged]
+    closings = _closings(resolution)
+    return [_with_supersession_rule(s, closings) for s in merged]
 
 
 def _same_answer(a: Segment, b: Segment) -> bool:
@@ -462,14 +476,17 @@ def _stronger_rule(a: str, b: str) -> str:
     return max(a, b, key=_RULE_STRENGTH.index)
 
 
-def _with_supersession_rule(segment: Segment, resolution: Resolution) -> Segment:
+def _closings(resolution: Resolution) -> set[tuple[Any, datetime]]:
+    """``(closer id, where it closed a claim)`` of every supersession."""
+    return {(closer, resolution.end.get(closed)) for closed, closer in resolution.superseded_by.items()}
+
+
+def _with_supersession_rule(segment: Segment, closings: set[tuple[Any, datetime]]) -> Segment:
     """A value segment that starts where it closed an earlier claim was
     decided by valid-time supersession (write rule step 5)."""
     if segment.status != SEGMENT_VALUE or segment.rule not in (RULE_NO_OVERLAP, RULE_CORROBORATION):
         return segment
-    ids = {c.id for c in segment.sources}
-    if any(closer in ids and resolution.end.get(closed) == segment.valid_from
-           for closed, closer in resolution.superseded_by.items()):
+    if any((c.id, segment.valid_from) in closings for c in segment.sources):
         return Segment(segment.valid_from, segment.valid_to, segment.status, segment.value_key, segment.value,
                        segment.winner, segment.sources, segment.candidates, RULE_VALID_TIME)
     return segment
