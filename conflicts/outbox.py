@@ -19,9 +19,11 @@ the same ``webhook-id``.
 """
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import random
+import socket
 import time
 import uuid
 from datetime import datetime, timedelta, timezone as dt_timezone
@@ -83,10 +85,35 @@ def create_endpoint(*, tenant: Tenant, url: Any, event_types: Any = None) -> tup
     if parts.username or parts.password:
         raise InputError("must not contain credentials", "url")
     types = _event_types(event_types)
+    _refuse_private_target(parts.hostname)
     endpoint = WebhookEndpoint.objects.create(tenant=tenant, url=url, secret=new_webhook_secret(), event_types=types,
                                               created_at=timezone.now())
     logger.info("webhook_endpoint.created", extra={"tenant": tenant.slug, "endpoint_id": str(endpoint.id)})
     return endpoint, endpoint.secret
+
+
+def _refuse_private_target(host: str) -> None:
+    """Refuse a callback host that is, or resolves to, a loopback, private,
+    link-local, multicast, reserved or unspecified address (server-side
+    request forgery: a tenant's key must not make the server call its own
+    network), unless ``MEMORYUI_WEBHOOK_PRIVATE_TARGETS`` is on. A name
+    that does not resolve now is accepted: deliveries to it fail and are
+    retried like any unreachable receiver. Raises :class:`InputError`
+    naming ``url``."""
+    if settings.MEMORYUI_WEBHOOK_PRIVATE_TARGETS:
+        return
+    try:
+        addresses = {ipaddress.ip_address(host.strip("[]"))}
+    except ValueError:
+        try:
+            addresses = {ipaddress.ip_address(info[4][0].split("%")[0])
+                         for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)}
+        except (OSError, UnicodeError):
+            return
+    for address in addresses:
+        if not address.is_global or address.is_multicast:
+            raise InputError(f"points at a non-public address ({address}); outgoing webhooks go to the "
+                             f"public internet only", "url")
 
 
 def _event_types(raw: Any) -> list[str]:

@@ -18,6 +18,9 @@ Variables (all optional):
   (10), ``MEMORYUI_WEBHOOK_BACKOFF_MAX_SECONDS`` (3600),
   ``MEMORYUI_WEBHOOK_MAX_ATTEMPTS`` (12), ``MEMORYUI_OUTBOX_STUCK_SECONDS`` (60):
   outgoing webhook delivery and the outbox sweep.
+- ``MEMORYUI_WEBHOOK_PRIVATE_TARGETS`` (``0``): ``1`` lets tenants register
+  outgoing webhook URLs on loopback, private or link-local addresses
+  (development and tests); off, such URLs are refused with a 400.
 - ``MEMORYUI_RECEIPT_RETENTION_DAYS`` (30): whole days an inbound webhook or
   batch event's idempotency receipt is kept; older ones are purged nightly
   (``facts/retention.py``).
@@ -143,6 +146,7 @@ MEMORYUI_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("MEMORYUI_WEBHOOK_TIMEOU
 MEMORYUI_WEBHOOK_BACKOFF_BASE_SECONDS = float(os.environ.get("MEMORYUI_WEBHOOK_BACKOFF_BASE_SECONDS", "10"))
 MEMORYUI_WEBHOOK_BACKOFF_MAX_SECONDS = float(os.environ.get("MEMORYUI_WEBHOOK_BACKOFF_MAX_SECONDS", "3600"))
 MEMORYUI_WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("MEMORYUI_WEBHOOK_MAX_ATTEMPTS", "12"))
+MEMORYUI_WEBHOOK_PRIVATE_TARGETS = _env_bool("MEMORYUI_WEBHOOK_PRIVATE_TARGETS", False)
 MEMORYUI_OUTBOX_STUCK_SECONDS = float(os.environ.get("MEMORYUI_OUTBOX_STUCK_SECONDS", "60"))
 # facts/retention.py: idempotency receipts older than this (whole days) are purged nightly.
 MEMORYUI_RECEIPT_RETENTION_DAYS = int(os.environ.get("MEMORYUI_RECEIPT_RETENTION_DAYS", "30"))

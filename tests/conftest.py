@@ -85,3 +85,11 @@ def other_agent(db) -> TenantClient:
 # One session-wide browser for every browser test (a second sync Playwright
 # in the same session would find the first one's event loop running).
 from tests.dashboard.browser import chromium, no_js_page, page  # noqa: E402,F401  (fixtures)
+
+
+@pytest.fixture(autouse=True)
+def _local_webhook_receivers(settings):
+    """Tests run their webhook receivers on 127.0.0.1, which production
+    refuses as a callback address (tests/conflicts/test_outbox.py checks
+    the refusal with this turned off)."""
+    settings.MEMORYUI_WEBHOOK_PRIVATE_TARGETS = True

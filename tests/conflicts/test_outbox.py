@@ -51,6 +51,21 @@ def test_bad_endpoints_are_refused_naming_the_field(agent, body, field):
     assert counts(agent.tenant) == before
 
 
+@pytest.mark.parametrize("url", [
+    "http://127.0.0.1:9/hook", "http://localhost/hook", "http://[::1]/hook", "http://10.0.0.5/hook",
+    "http://192.168.1.1/hook", "http://169.254.169.254/latest/meta-data", "http://0.0.0.0/hook",
+])
+def test_an_endpoint_on_a_non_public_address_is_refused(agent, settings, url):
+    settings.MEMORYUI_WEBHOOK_PRIVATE_TARGETS = False
+    before = counts(agent.tenant)
+
+    response = agent.api("POST", "/webhook-endpoints", {"url": url})
+
+    assert (response.status_code, response.json()["field"]) == (400, "url")
+    assert "non-public address" in response.json()["detail"]
+    assert counts(agent.tenant) == before
+
+
 def test_deleting_an_endpoint_stops_deliveries_and_another_tenant_cannot(agent, other_agent, receiver):
     created = register(agent, receiver.url)
     before = counts(agent.tenant)
