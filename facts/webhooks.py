@@ -40,23 +40,36 @@ def register_handler(event_type: str, handler: Handler) -> None:
     _handlers[event_type] = handler
 
 
-def _assert(tenant: Tenant, data: dict, actor: str) -> ledger.WriteResult:
-    item = parse_assertion(data, received_at=timezone.now())
-    return ledger.write_batch(tenant=tenant, items=[item], actor=actor, savepoint=False)[0]
+def _assertion_item(data: Any, prefix: str = "data") -> ledger.Item:
+    return parse_assertion(data, received_at=timezone.now(), prefix=prefix)
 
 
-def _retract(tenant: Tenant, data: dict, actor: str) -> ledger.WriteResult:
-    parsed = parse_retraction(data)
-    item = ledger.Retraction(assertion_ids=(parsed.assertion_id,) if parsed.assertion_id else None,
-                             subject=parsed.subject, source_id=parsed.source_id, reason=parsed.reason)
-    result = ledger.write_batch(tenant=tenant, items=[item], actor=actor, savepoint=False)[0]
-    if isinstance(result, NotFound):
-        raise result
-    return result
+def _retraction_item(data: Any, prefix: str = "data") -> ledger.Item:
+    r = parse_retraction(data, prefix=prefix)
+    return ledger.Retraction(assertion_ids=(r.assertion_id,) if r.assertion_id else None, subject=r.subject,
+                             source_id=r.source_id, reason=r.reason)
 
 
-register_handler("fact.asserted", _assert)
-register_handler("fact.retracted", _retract)
+# Event types the ledger writes itself: ``data`` -> a ledger item (raises
+# InputError naming the field), for a single event and for the batch path.
+_LEDGER_ITEMS: dict[str, Callable[..., ledger.Item]] = {
+    "fact.asserted": _assertion_item, "fact.retracted": _retraction_item,
+}
+
+
+def _ledger_handler(parse: Callable[..., ledger.Item]) -> Handler:
+    """One event as a batch of one, inside dispatch_once's transaction (no
+    savepoint: a concurrent duplicate rolls back and is retried there)."""
+    def handle(tenant: Tenant, data: dict, actor: str) -> ledger.WriteResult:
+        result = ledger.write_batch(tenant=tenant, items=[parse(data)], actor=actor, savepoint=False)[0]
+        if isinstance(result, NotFound):
+            raise result
+        return result
+    return handle
+
+
+for _type, _parse in _LEDGER_ITEMS.items():
+    register_handler(_type, _ledger_handler(_parse))
 
 
 def dispatch(tenant: Tenant, envelope: Any, *, actor: str, prefix: str = "") -> tuple[int, dict]:
@@ -124,13 +137,8 @@ def _batch_item(event: Any, prefix: str) -> ledger.Item | None:
     the bulk path does not take."""
     if not isinstance(event, dict) or "data" not in event:
         return None
-    if event.get("type") == "fact.asserted":
-        return parse_assertion(event["data"], received_at=timezone.now(), prefix=f"{prefix}data")
-    if event.get("type") == "fact.retracted":
-        r = parse_retraction(event["data"], prefix=f"{prefix}data")
-        return ledger.Retraction(assertion_ids=(r.assertion_id,) if r.assertion_id else None, subject=r.subject,
-                                 source_id=r.source_id, reason=r.reason)
-    return None
+    parse = _LEDGER_ITEMS.get(event.get("type"))
+    return parse(event["data"], f"{prefix}data") if parse else None
 
 
 def dispatch_batch(tenant: Tenant, events: list[dict], *, actor: str, key_prefix: str = "batch:") -> list[tuple[int, dict]]:
