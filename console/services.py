@@ -26,7 +26,7 @@ from facts.claims import live_claims_by_key
 from facts.errors import NotFound, StateConflict
 from facts.inputs import InputError
 from facts.models import ApiKey, Assertion, Event, FactKey, Subject, Tenant, WebhookSecret
-from facts.policy import PolicyCache, PolicyView, policy_view_at, policy_views_at, ranking_at
+from facts.policy import PolicyCache, policy_views_at, ranking_at
 from facts.queries import facts_at
 from facts.resolve import SEGMENT_VALUE, resolve
 from facts.tenants import create_api_key, rotate_webhook_secret
@@ -309,10 +309,6 @@ def set_policy(*, tenant: Tenant, predicate: str, cardinality: str, stakes: str,
 
 def current_ranking(*, tenant: Tenant) -> tuple[str, ...]:
     return ranking_at(tenant_id=tenant.id, at=timezone.now())
-
-
-def policy_view(*, tenant: Tenant, predicate: str) -> PolicyView:
-    return policy_view_at(tenant_id=tenant.id, predicate=predicate, at=timezone.now())
 
 
 # --------------------------------------------------------------------------- webhooks and keys

@@ -236,14 +236,6 @@ def _ttl_end(claim: Claim, policy: Policy) -> datetime | None:
     return claim.valid_from + timedelta(seconds=policy.ttl_seconds)
 
 
-def _min_end(a: datetime | None, b: datetime | None) -> datetime | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return min(a, b)
-
-
 def _resolve_many(claims: Sequence[Claim], policy: Policy, resolution: Resolution) -> None:
     """Cardinality ``many`` (write rule step 3): every value holds over the
     union of its claims' intervals; nothing conflicts, nothing is closed."""
