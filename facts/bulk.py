@@ -1,8 +1,12 @@
-"""Bulk inserts for the write path: rows go to PostgreSQL by ``COPY`` or
-one multi-row ``INSERT``, without building Django model instances or
-preparing each value through its field (both cost more than the rest of a
-batch write). Used by ``facts/ledger.py`` and the idempotency receipts of
-``facts/webhooks.py``.
+"""Fewer round trips to PostgreSQL, for the hot paths.
+
+- :func:`insert_rows` / :class:`Writes`: rows go by ``COPY`` or one
+  multi-row ``INSERT``, without building Django model instances or
+  preparing each value through its field (both cost more than the rest of
+  a batch write), and consecutive statements go in one round trip. Used by
+  ``facts/ledger.py`` and the idempotency receipts of ``facts/webhooks.py``.
+- :func:`fetch_together`: several reads in one round trip, for the write
+  path's lookups and the as-of read (``facts/queries.py``). It only reads.
 """
 from __future__ import annotations
 

@@ -468,14 +468,7 @@ def assert_fact(*, tenant: Tenant, data: AssertionInput, actor: str) -> WriteRes
     nothing written), ``superseded_existing``, ``overruled``, ``proposed``,
     ``conflict``. ``recorded_at`` is the server's clock after the key lock.
     """
-    return assert_facts(tenant=tenant, items=[data], actor=actor)[0]
-
-
-def assert_facts(*, tenant: Tenant, items: list[AssertionInput], actor: str) -> list[WriteResult]:
-    """Record many assertions in one transaction, in order (the batch path).
-    Same rules and outcomes as :func:`assert_fact`, one result per item in
-    order; see :func:`write_batch`."""
-    return write_batch(tenant=tenant, items=items, actor=actor)  # type: ignore[return-value]
+    return write_batch(tenant=tenant, items=[data], actor=actor)[0]  # type: ignore[return-value]
 
 
 def write_batch(*, tenant: Tenant, items: list[Item], actor: str,
@@ -1024,6 +1017,6 @@ def rebuild_projection(*, tenant: Tenant | None = None, key_ids: Iterable[int] |
 
 
 __all__ = [
-    "NotFound", "WriteResult", "Retraction", "write_batch", "assert_fact", "assert_facts", "retract", "unretract",
+    "NotFound", "WriteResult", "Retraction", "write_batch", "assert_fact", "retract", "unretract",
     "erase", "erase_subject", "set_predicate_policy", "set_source_ranking", "rebuild_projection",
 ]
