@@ -23,14 +23,14 @@ from django.db.models import Q
 from django.utils import timezone
 
 from facts.bulk import fetch_together
-from facts.claims import CLAIM_FIELDS, live_claims_by_key, to_claim
+from facts.claims import CLAIM_FIELDS, to_claim
 from facts.errors import NotFound
 from facts.models import (
     Assertion, Conflict, CurrentFact, Event, FactKey, Subject, Tenant,
 )
 from facts.policy import PolicyCache
 from facts.projection import iso, rows_holding_at
-from facts.resolve import FATE_PROPOSED, SEGMENT_CONFLICT, Claim, Policy, Resolution, resolve
+from facts.resolve import FATE_PROPOSED, SEGMENT_CONFLICT, Claim, Policy, resolve
 
 
 def get_subject(*, tenant: Tenant, external_id: str) -> Subject:
@@ -205,20 +205,6 @@ def _current_facts_json(*, tenant_id: int, external_id: str, valid_at: datetime,
     subject, items = row
     return (f'{{"subject": {json.dumps(subject)}, "valid_at": "{iso(valid_at)}", "known_at": "{iso(known_at)}", '
             f'"facts": [{items or ""}]}}')
-
-
-def resolve_subject_as_of(*, subject: Subject, known_at: datetime, key_q: Q = Q()) -> list[tuple[FactKey, list[Claim], Resolution]]:
-    """Resolve every key of ``subject`` as it was known at ``known_at``, with
-    the policy in force then. Returns ``(key, claims, resolution)`` triples
-    in key order."""
-    keys = {k.id: k for k in FactKey.objects.filter(tenant_id=subject.tenant_id, subject=subject).filter(key_q)}
-    grouped = live_claims_by_key(Assertion.objects.filter(tenant_id=subject.tenant_id, fact_key_id__in=keys.keys()),
-                                 known_at=known_at)
-    policies = policies_at(tenant_id=subject.tenant_id, predicates={k.predicate for k in keys.values()}, at=known_at)
-    out = [(keys[key_id], claims, resolve(claims, policies[keys[key_id].predicate]))
-           for key_id, claims in grouped.items()]
-    out.sort(key=lambda t: (t[0].entity, t[0].predicate, t[0].scope_kind, t[0].scope_key))
-    return out
 
 
 def policies_at(*, tenant_id: int, predicates: set[str], at: datetime) -> dict[str, Policy]:

@@ -32,7 +32,7 @@ from facts.importers.common import ImportEvent, ImportSummary, order_events, run
 from facts.importers.sender import make_sender
 from facts.models import Assertion, Conflict, CurrentFact, Subject, Tenant
 from facts.projection import iso
-from facts.queries import resolve_subject_as_of
+from tests.facts.as_of import resolve_subject_as_of
 from facts.resolve import timeline_digest
 from facts.tenants import TenantCredentials
 from tests.conftest import TenantClient, make_tenant_client

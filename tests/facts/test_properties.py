@@ -28,6 +28,7 @@ from facts.models import Assertion, CurrentFact, Event, FactKey, Tenant
 from facts.policy import PolicyCache
 from facts.projection import iso
 from facts.resolve import FATE_PROPOSED, RULE_HIGH_STAKES, SOURCE_KINDS, resolve, timeline_digest
+from tests.facts.as_of import resolve_subject_as_of
 from tests.factories import TenantFactory
 
 EPOCH = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -220,7 +221,7 @@ def as_of_timeline(stream: Stream, known_at: datetime) -> list[tuple]:
     """The same shape, recomputed from the log as known at ``known_at``."""
     subject = queries.get_subject(tenant=stream.tenant, external_id=SUBJECT)
     out = []
-    for key, claims, res in queries.resolve_subject_as_of(subject=subject, known_at=known_at):
+    for key, claims, res in resolve_subject_as_of(subject=subject, known_at=known_at):
         where = (key.predicate, key.scope_kind, key.scope_key)
         for s in res.segments:
             out.append((*where, s.status, s.value_key, s.valid_from, s.valid_to, s.rule,
