@@ -190,13 +190,21 @@ def record(*, tenant_id: int, subject_id: int | None, type: str, data: dict, ass
 
 
 def _names(tenant_id: int, subject_id: int | None) -> dict:
-    slug = Tenant.objects.filter(pk=tenant_id).values_list("slug", flat=True).first()
-    external = Subject.objects.filter(pk=subject_id).values_list("external_id", flat=True).first() if subject_id else None
+    """The tenant's slug and the subject's external id (neither changes
+    within a write, so a batch looks each up once: :func:`facts.events.memo`)."""
+    slug = ev.memo(("outbox.slug", tenant_id),
+                   lambda: Tenant.objects.filter(pk=tenant_id).values_list("slug", flat=True).first())
+    external = ev.memo(("outbox.subject", subject_id), lambda: Subject.objects.filter(pk=subject_id).values_list(
+        "external_id", flat=True).first()) if subject_id else None
     return {"tenant": slug, "subject": external}
 
 
 def _key_fields(fact_key_id: int | None) -> dict:
-    key = FactKey.objects.filter(pk=fact_key_id).first() if fact_key_id else None
+    """A fact key's entity, predicate and scope (fixed for the key's life;
+    looked up once per write)."""
+    if not fact_key_id:
+        return {}
+    key = ev.memo(("outbox.key", fact_key_id), lambda: FactKey.objects.filter(pk=fact_key_id).first())
     if key is None:
         return {}
     return {"entity": key.entity, "predicate": key.predicate, "scope": key.scope}
