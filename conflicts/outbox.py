@@ -241,7 +241,7 @@ def domain_event_data(event: ev.DomainEvent, *, winner: Callable[[FactKey, str],
         return {**base, **data}, [data["assertion_id"]]
     if event.type == ev.CONFLICT_OPENED:
         ids = [c["assertion_id"] for c in data["candidates"]]
-        return {**base, **data, "stakes": _conflict_stakes(data["conflict_id"])}, ids
+        return {**base, **data}, ids
     if event.type == ev.CONFLICT_RESOLVED:
         conflict = Conflict.objects.select_related("fact_key").get(pk=data["conflict_id"])
         rows = Assertion.objects.filter(pk__in=conflict.candidate_ids).order_by("stated_at", "id")
@@ -250,10 +250,6 @@ def domain_event_data(event: ev.DomainEvent, *, winner: Callable[[FactKey, str],
         ids = [c["assertion_id"] for c in candidates] + ([new["assertion_id"]] if new else [])
         return {**base, **data, "old": candidates, "new": new, "resolved_at": iso(conflict.resolved_at)}, ids
     return None
-
-
-def _conflict_stakes(conflict_id: str) -> str | None:
-    return Conflict.objects.filter(pk=conflict_id).values_list("stakes", flat=True).first()
 
 
 # --------------------------------------------------------------------------- delivery

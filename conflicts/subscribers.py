@@ -15,7 +15,7 @@ from conflicts.models import ClarificationPrompt
 from conflicts.queries import key_resolution
 from facts import events as ev
 from facts.inputs import parse_time
-from facts.models import Assertion, Conflict, FactKey
+from facts.models import Assertion, FactKey
 from facts.resolve import SEGMENT_VALUE
 from facts.webhooks import register_handler
 
@@ -24,8 +24,7 @@ def on_domain_event(event: ev.DomainEvent) -> None:
     """React to one ledger event: prompts, review tasks, then the outbox."""
     data = event.data
     if event.type == ev.CONFLICT_OPENED:
-        stakes = Conflict.objects.filter(pk=data["conflict_id"]).values_list("stakes", flat=True).first()
-        actions.schedule_conflict_prompt(tenant_id=event.tenant_id, conflict_id=data["conflict_id"], stakes=stakes or "")
+        actions.schedule_conflict_prompt(tenant_id=event.tenant_id, conflict_id=data["conflict_id"], stakes=data["stakes"])
     elif event.type == ev.CONFLICT_RESOLVED:
         actions.withdraw_prompts(conflict_id=data["conflict_id"], reason=f"resolved: {data.get('rule', '')}")
     elif event.type == ev.PROPOSAL_OPENED:

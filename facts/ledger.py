@@ -31,7 +31,7 @@ from facts.models import (
     new_assertion_id,
 )
 from facts.policy import PolicyCache
-from facts.projection import iso, rows_for_key, source_info
+from facts.projection import iso, rows_for_key
 from facts.resolve import (
     CARDINALITY_MANY, FATE_CONFLICT, FATE_OVERRULED, FATE_PROPOSED, FATE_WINNING, RULE_CARDINALITY_MANY,
     RULE_CORROBORATION, RULE_HIGH_STAKES, RULE_NO_OVERLAP, RULE_SOURCE_RANK, RULE_SYSTEM_OF_RECORD,
@@ -113,7 +113,7 @@ def _lock_keys(key_ids: Iterable[int]) -> list[FactKey]:
 def _event(key: FactKey | None, *, tenant_id: int, subject_id: int | None, type: str, at: datetime, actor: str,
            assertion_id: Any = None, rule: str = "", before: list | None = None, after: list | None = None,
            payload_hash: str = "", data: dict | None = None, fact_key_id: int | None = None) -> SimpleNamespace:
-    """An event-log row, light (see :func:`_copy_insert`), for ``log``."""
+    """An event-log row, light (see :func:`facts.bulk.insert_rows`), for ``log``."""
     return SimpleNamespace(
         tenant_id=tenant_id, subject_id=subject_id, fact_key_id=key.id if key else fact_key_id,
         assertion_id=assertion_id, type=type, rule=rule,
@@ -269,7 +269,7 @@ def _sync_conflicts(state: KeyState, *, now: datetime, actor: str, book: Conflic
                                   after=candidate_ids, at=now, data={"conflict_id": str(conflict.id)}))
                 ev.publish(ev.DomainEvent(ev.CONFLICT_OPENED, key.tenant_id, key.subject_id, key.id, {
                     **_fact_payload(key), "conflict_id": str(conflict.id), "valid_from": iso(start),
-                    "candidates": [_claim_payload(c) for c in tied],
+                    "candidates": [_claim_payload(c) for c in tied], "stakes": policy_stakes,
                 }))
             elif conflict.candidate_ids != candidate_ids:
                 Conflict.objects.filter(pk=conflict.pk).update(candidate_ids=candidate_ids)
@@ -307,12 +307,12 @@ def _sync_conflicts(state: KeyState, *, now: datetime, actor: str, book: Conflic
 _PROJECTION = CurrentFact._meta.db_table
 
 
-def _store_projections(states: dict[int, tuple[KeyState, dict]], info: dict | None = None,
+def _store_projections(states: dict[int, tuple[KeyState, dict]], info: dict,
                        writes: Writes | None = None) -> None:
     """Replace the projection rows of the given keys (key id -> (state,
     conflict ids)) in bulk. A partial state (``KeyState.values`` set)
     replaces only the rows of its values. ``info`` maps assertion id to
-    extractor and evidence; loaded when not given. The statements go to
+    extractor and evidence. The statements go to
     ``writes`` (sent by the caller with the rest of the write), or are sent
     now."""
     out = writes if writes is not None else Writes()
@@ -323,8 +323,6 @@ def _store_projections(states: dict[int, tuple[KeyState, dict]], info: dict | No
     if pairs:
         out.execute(f"DELETE FROM {_PROJECTION} WHERE (fact_key_id, value_key) IN "
                     f"(SELECT * FROM unnest(%s::bigint[], %s::text[]))", [[k for k, _ in pairs], [v for _, v in pairs]])
-    if info is None:
-        info = source_info(c.id for state, _ in states.values() for c in state.claims)
     out.insert(CurrentFact, [row for state, conflict_ids in states.values()
                              for row in rows_for_key(state.key, state.resolution, state.claims, info, conflict_ids)])
     if writes is None:

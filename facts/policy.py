@@ -122,7 +122,7 @@ def _latest_statement(*, tenant_id: int, at: datetime | None, predicates: set[st
 
 
 class PolicyCache:
-    """Per-call memo of :func:`policy_at`: the policies of many predicates
+    """Per-call memo of the policy in force: the policies of many predicates
     and the ranking in one query, however many keys are resolved at the
     same ``at``. ``at`` ``None`` means the newest policy when the query runs
     (the write path sends it right after taking its key locks, which a
@@ -192,8 +192,3 @@ class PolicyCache:
     def get(self, predicate: str) -> Policy:
         self.prefetch({predicate})
         return self._policies[predicate]
-
-
-def policy_at(*, tenant_id: int, predicate: str, at: datetime) -> Policy:
-    """The resolution :class:`~facts.resolve.Policy` for a predicate at ``at``."""
-    return PolicyCache(tenant_id=tenant_id, at=at).get(predicate)
