@@ -18,6 +18,7 @@ from facts.inputs import InputError
 from facts.models import Assertion, FactKey, Subject, Tenant
 from facts.policy import PolicyCache
 from facts.projection import iso
+from facts.queries import get_subject
 from facts.resolve import Resolution, resolve
 
 # ``?status=`` values of GET /subjects/<subject>/prompts. "pending" means
@@ -70,9 +71,7 @@ def prompts_for(*, tenant: Tenant, external_id: str, status: str = "pending") ->
     subject and :class:`InputError` (field ``status``) for an unknown filter."""
     if status not in PROMPT_STATUS_FILTERS:
         raise InputError(f"must be one of {', '.join(PROMPT_STATUS_FILTERS)}", "status")
-    subject = Subject.objects.filter(tenant=tenant, external_id=external_id).first()
-    if subject is None:
-        raise NotFound("no such subject")
+    subject = get_subject(tenant=tenant, external_id=external_id)
     if status == "pending":
         return pending_prompts(subject=subject)
     return list(ClarificationPrompt.objects.filter(tenant=tenant, subject=subject,

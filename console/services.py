@@ -27,7 +27,7 @@ from facts.errors import NotFound, StateConflict
 from facts.inputs import InputError
 from facts.models import ApiKey, Assertion, Event, FactKey, Subject, Tenant, WebhookSecret
 from facts.policy import PolicyCache, policy_views_at, ranking_at
-from facts.queries import facts_at
+from facts.queries import facts_at, get_subject
 from facts.resolve import SEGMENT_VALUE, resolve
 from facts.tenants import create_api_key, rotate_webhook_secret
 
@@ -53,14 +53,6 @@ def search_subjects(*, tenant: Tenant, q: str, limit: int = 50) -> list[Subject]
         holders = FactKey.objects.filter(tenant=tenant, current_facts__value_key__icontains=q).values("subject_id")
         qs = qs.filter(Q(external_id__icontains=q) | Q(display_name__icontains=q) | Q(pk__in=holders))
     return list(qs.annotate(keys=Count("fact_keys", distinct=True)).order_by("-created_at", "pk")[:limit])
-
-
-def get_subject(*, tenant: Tenant, external_id: str) -> Subject:
-    """The tenant's subject. Raises :class:`NotFound`."""
-    subject = Subject.objects.filter(tenant=tenant, external_id=external_id).first()
-    if subject is None:
-        raise NotFound("no such subject")
-    return subject
 
 
 @dataclass
