@@ -123,27 +123,25 @@ def answer(request: HttpRequest, prompt_id) -> HttpResponse:
     if choice == "neither":
         form = NeitherForm(request.POST)
         if not form.is_valid():
-            return _answered(request, error="Please type what is true instead.", status=400)
+            return _answered(request, error="Please type what is true instead.")
         since = form.cleaned_data["since"]
         choice = {"value": form.cleaned_data["value"]}
         if since:
             choice["valid_from"] = start_of_day(since).isoformat().replace("+00:00", "Z")
     elif not choice:
-        return _answered(request, error="Please pick one of the answers.", status=400)
+        return _answered(request, error="Please pick one of the answers.")
     try:
         confirmation = prompts.answer_question(subject=request.subject, prompt_id=prompt_id, choice=choice,
                                                answered_by=_actor(request))
     except StateConflict:
-        return _answered(request, error="This question was already answered or has expired. Nothing changed.",
-                         status=409)
+        return _answered(request, error="This question was already answered or has expired. Nothing changed.")
     except InputError as exc:
-        return _answered(request, error=f"That answer could not be used: {exc.detail}.", status=400)
+        return _answered(request, error=f"That answer could not be used: {exc.detail}.")
     return _answered(request, confirmation=confirmation)
 
 
-def _answered(request: HttpRequest, *, confirmation: str = "", error: str = "", status: int = 200) -> HttpResponse:
-    """Without JavaScript: back to the page with a message (``status`` is
-    not shown). With htmx: the questions section with the confirmation or
+def _answered(request: HttpRequest, *, confirmation: str = "", error: str = "") -> HttpResponse:
+    """Without JavaScript: back to the page with a message. With htmx: the questions section with the confirmation or
     the error in words, answered 200 so that htmx swaps it in."""
     if not request.htmx:
         (messages.success if confirmation else messages.error)(request, confirmation or error)
