@@ -254,13 +254,12 @@ def _facts_as_of(*, tenant_id: int, external_id: str, valid_at: datetime, known_
             if row[_ASSERTION_AT] is None:
                 continue
             (aid, value, value_key, valid_from, valid_to, stated_at, recorded_at, source_kind, source_id, content_hash,
-             extractor, evidence, confidence, precision) = row[_ASSERTION_AT:]
+             extractor, evidence) = row[_ASSERTION_AT:]
             grouped[key_id].append(Claim(
                 id=aid, value=None if value is None else json.loads(value), value_key=value_key,
                 valid_from=valid_from, valid_to=valid_to, stated_at=stated_at, recorded_at=recorded_at,
                 source_kind=source_kind, source_id=source_id, content_hash=content_hash))
-            info[aid] = {"id": aid, "extractor": extractor, "evidence": evidence, "confidence": confidence,
-                         "valid_to": valid_to, "valid_from_precision": precision}
+            info[aid] = {"extractor": extractor, "evidence": evidence}  # what source_json shows
         if not grouped:
             return subject_external_id, []
     predicates = {k.predicate for k in keys.values()}
@@ -290,7 +289,7 @@ _ASSERTION_AT = 2 + len(_FACT_KEY_ATTNAMES)
 _SUBJECT_LIVE_ASSERTIONS_SQL = (
     "SELECT s.id, s.external_id, " + ", ".join(f'k."{f.column}"' for f in FactKey._meta.concrete_fields)
     + ", a.id, a.value, a.value_key, a.valid_from, a.valid_to, a.stated_at, a.recorded_at, a.source_kind, "
-    "a.source_id, a.content_hash, a.extractor, a.evidence, a.confidence, a.valid_from_precision "
+    "a.source_id, a.content_hash, a.extractor, a.evidence "
     f'FROM "{Subject._meta.db_table}" s LEFT JOIN "{FactKey._meta.db_table}" k '
     "ON k.tenant_id = s.tenant_id AND k.subject_id = s.id{key_filter} "
     f'LEFT JOIN "{Assertion._meta.db_table}" a ON a.tenant_id = s.tenant_id AND a.subject_id = s.id '
