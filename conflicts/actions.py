@@ -623,14 +623,13 @@ def _lock_task(*, tenant: Tenant, task_id: str) -> ReviewTask:
     """Lock a task in the usual order: its fact key, its prompt, the task. A
     reclassification spans every key of the predicate, which the ledger
     locks itself, in id order, when the policy changes; so only the task."""
-    found = ReviewTask.objects.filter(tenant=tenant, pk=task_id).values("fact_key_id", "kind").first()
+    found = ReviewTask.objects.filter(tenant=tenant, pk=task_id).values("fact_key_id", "kind", "prompt_id").first()
     if found is None:
         raise NotFound("no such review task")
     if found["fact_key_id"] and found["kind"] != ReviewTask.RECLASSIFY_PREDICATE:
         _lock_key(found["fact_key_id"])
-    task = ReviewTask.objects.select_related("tenant", "subject", "fact_key").get(pk=task_id)
-    if task.prompt_id:
-        ClarificationPrompt.objects.select_for_update().filter(pk=task.prompt_id).first()
+    if found["prompt_id"]:
+        ClarificationPrompt.objects.select_for_update().filter(pk=found["prompt_id"]).first()
     return ReviewTask.objects.select_for_update(of=("self",)).select_related("tenant", "subject", "fact_key",
                                                                            "prompt").get(pk=task_id)
 

@@ -223,13 +223,14 @@ def revoke(*, tenant: Tenant, selection: Selection, reason: str, actor: str, exp
     :class:`StateConflict` and writes nothing. Raises :class:`InputError`
     when nothing matches."""
     with transaction.atomic():
-        ids = [str(i) for i in selected(tenant=tenant, selection=selection).values_list("id", flat=True)]
+        rows = list(selected(tenant=tenant, selection=selection).values_list("id", "fact_key_id"))
+        ids = [str(i) for i, _ in rows]
         if not ids:
             raise InputError("nothing matches this selection", "selection")
         if expected is not None and expected != len(ids):
             raise StateConflict("the selection changed since the preview", {"count": len(ids), "expected": expected})
         batch = uuid.uuid4()
-        keys = Assertion.objects.filter(id__in=ids).values("fact_key_id").distinct().count()
+        keys = len({k for _, k in rows})
         ledger.retract(tenant=tenant, assertion_ids=ids, reason=reason or "bulk revocation", actor=actor, batch_id=batch)
         return Revocation.objects.create(id=batch, tenant=tenant, criteria=selection.as_json(), reason=reason,
                                          count=len(ids), keys=keys, created_by=actor, created_at=timezone.now())

@@ -831,14 +831,13 @@ def unretract(*, tenant: Tenant, batch_id: uuid.UUID, actor: str) -> int:
     now on (new ``fact.restored`` events; history keeps both). Returns how
     many assertions were restored."""
     with transaction.atomic():
-        targets = list(Assertion.objects.filter(tenant=tenant, revocation_batch=batch_id, erased_at__isnull=True,
-                                                retracted_at__isnull=False).values("id", "fact_key_id", "subject_id"))
+        originals = list(Assertion.objects.filter(tenant=tenant, revocation_batch=batch_id, erased_at__isnull=True,
+                                                  retracted_at__isnull=False))
         now = timezone.now()
 
         def mutate() -> None:
             # A restored assertion is a new belief from now: the original row
             # keeps its retraction; a copy is recorded now (payload unchanged).
-            originals = list(Assertion.objects.filter(id__in=[t["id"] for t in targets]))
             copies, log = [], []
             for original in originals:
                 copy = Assertion(**{f.attname: getattr(original, f.attname) for f in Assertion._meta.concrete_fields})
@@ -854,8 +853,8 @@ def unretract(*, tenant: Tenant, batch_id: uuid.UUID, actor: str) -> int:
             insert_rows(Assertion, copies)
             insert_rows(Event, log)
 
-        _recompute({t["fact_key_id"] for t in targets}, now=now, actor=actor, mutate=mutate)
-        return len(targets)
+        _recompute({o.fact_key_id for o in originals}, now=now, actor=actor, mutate=mutate)
+        return len(originals)
 
 
 def erase(*, tenant: Tenant, assertion_id: str, actor: str) -> WriteResult:
