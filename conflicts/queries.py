@@ -117,15 +117,25 @@ def prompt_state(prompt: ClarificationPrompt, *, now: datetime | None = None) ->
 
 
 def review_queue(*, tenant: Tenant | None = None, status: str = ReviewTask.OPEN,
-                 kind: str | None = None) -> list[ReviewTask]:
-    """The staff queue, oldest first. ``tenant`` ``None``: every tenant
-    (staff console)."""
-    qs = ReviewTask.objects.filter(status=status).select_related("tenant", "subject", "fact_key", "prompt")
+                 kind: str | None = None, limit: int | None = None) -> list[ReviewTask]:
+    """The staff queue, oldest first, the first ``limit`` tasks (all when
+    ``None``). ``tenant`` ``None``: every tenant (staff console)."""
+    qs = _queue(tenant=tenant, status=status, kind=kind).select_related("tenant", "subject", "fact_key", "prompt")
+    return list(qs.order_by("created_at", "id")[:limit])
+
+
+def review_queue_size(*, tenant: Tenant | None = None, status: str = ReviewTask.OPEN) -> int:
+    """How many tasks :func:`review_queue` holds."""
+    return _queue(tenant=tenant, status=status, kind=None).count()
+
+
+def _queue(*, tenant: Tenant | None, status: str, kind: str | None):
+    qs = ReviewTask.objects.filter(status=status)
     if tenant is not None:
         qs = qs.filter(tenant=tenant)
     if kind is not None:
         qs = qs.filter(kind=kind)
-    return list(qs.order_by("created_at", "id"))
+    return qs
 
 
 def reclassification_prompts(*, task: ReviewTask, lock: bool = False) -> list[ClarificationPrompt]:

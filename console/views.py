@@ -66,9 +66,10 @@ def overview(request: HttpRequest) -> HttpResponse:
     """The first screen: the conflict rate, the queue, the charts."""
     tenant = request.staff.tenant
     m = metrics.tenant_metrics(tenant=tenant)
-    queue = services.conflict_queries.review_queue(tenant=tenant)
     return render(request, "console/overview.html", {
-        "m": m, "queue_count": len(queue), "queue": queue[:5], "resolved_share": metrics.share(m.resolved_by),
+        "m": m, "queue_count": services.conflict_queries.review_queue_size(tenant=tenant),
+        "queue": services.conflict_queries.review_queue(tenant=tenant, limit=5),
+        "resolved_share": metrics.share(m.resolved_by),
         "search_form": SearchForm(),
     })
 
