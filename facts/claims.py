@@ -27,6 +27,11 @@ def live_filter(known_at: datetime) -> Q:
     )
 
 
+LIVE_SQL = "recorded_at <= %s AND erased_at IS NULL AND (retracted_at IS NULL OR retracted_at > %s)"
+"""``live(T)`` as SQL over the assertion table's columns (for
+:class:`facts.bulk.Select`); its parameters are ``T`` twice."""
+
+
 def to_claim(row: dict) -> Claim:
     return Claim(
         id=row["id"], value=row["value"], value_key=row["value_key"], valid_from=row["valid_from"],

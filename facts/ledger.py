@@ -18,13 +18,12 @@ from datetime import datetime
 from typing import Any, Iterable
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from facts import events as ev
 from facts.errors import NotFound
-from facts.bulk import Writes, fetch_together, insert_rows
-from facts.claims import CLAIM_FIELDS, live_filter, to_claim
+from facts.bulk import Select, Writes, fetch_together, insert_rows
+from facts.claims import CLAIM_FIELDS, LIVE_SQL, to_claim
 from facts.inputs import AssertionInput, InputError, parse_name
 from facts.models import (
     Assertion, Conflict, CurrentFact, Event, FactKey, PredicatePolicy, SourceRanking, Subject, Tenant,
@@ -380,10 +379,9 @@ def _locked_keys(tenant: Tenant, idents: set[tuple], extra_ids: Iterable[int] = 
     extra_ids = set(extra_ids)
 
     def lock(wanted: set[tuple], extra: set[int]) -> dict[tuple, FactKey]:
-        q = Q(pk__in=extra)
-        if wanted:
-            q |= Q(subject_id__in={i[0] for i in wanted}, predicate__in={i[2] for i in wanted})
-        rows = FactKey.objects.select_for_update().filter(q, tenant=tenant).order_by("pk")
+        rows = Select(FactKey, where="tenant_id = %s AND (id = ANY(%s) OR (subject_id = ANY(%s) AND predicate = ANY(%s)))",
+                      params=[tenant.id, list(extra), list({i[0] for i in wanted}), list({i[2] for i in wanted})],
+                      order_by="id", for_update=True, as_model=True)
         policies.forget()
         statement = policies.prefetch_statement(predicates)
         keys, *policy_rows = fetch_together(rows, *([statement] if statement else []))
@@ -394,8 +392,8 @@ def _locked_keys(tenant: Tenant, idents: set[tuple], extra_ids: Iterable[int] = 
     found = lock(idents, extra_ids)
     missing = idents - found.keys()
     if missing:
-        FactKey.objects.bulk_create([
-            FactKey(tenant=tenant, subject_id=s, entity=e, predicate=p, scope_kind=k, scope_key=sk)
+        insert_rows(FactKey, [
+            {"tenant_id": tenant.id, "subject_id": s, "entity": e, "predicate": p, "scope_kind": k, "scope_key": sk}
             for s, e, p, k, sk in sorted(missing)
         ], ignore_conflicts=True)
         found.update(lock(missing, set()))
@@ -424,11 +422,15 @@ def _states(keys: Iterable[FactKey], *, now: datetime, policies: PolicyCache,
     info: dict[Any, dict] = {}
     wanted = {vk for kid in many for vk in values[kid]}
     fields = (*CLAIM_FIELDS, "extractor", "evidence")
-    claims_of_keys = Assertion.objects.filter(live_filter(now), fact_key_id__in=[k for k in keys if k not in many])
-    claims_of_values = Assertion.objects.filter(live_filter(now), fact_key_id__in=list(many), value_key__in=wanted)
-    conflicts = Conflict.objects.filter(fact_key_id__in=list(keys)).order_by("opened_at")
-    whole, per_value, conflict_rows = fetch_together(claims_of_keys.values(*fields), claims_of_values.values(*fields),
-                                                     conflicts)
+    whole_keys = [k for k in keys if k not in many]
+    whole, per_value, conflict_rows = fetch_together(
+        Select(Assertion, fields, f"fact_key_id = ANY(%s) AND {LIVE_SQL}", [whole_keys, now, now])
+        if whole_keys else Select.NOTHING,
+        Select(Assertion, fields, f"fact_key_id = ANY(%s) AND value_key = ANY(%s) AND {LIVE_SQL}",
+               [list(many), list(wanted), now, now]) if many else Select.NOTHING,
+        Select(Conflict, where="fact_key_id = ANY(%s)", params=[list(keys)], order_by="opened_at", as_model=True)
+        if keys else Select.NOTHING,
+    )
     for row in [*whole, *per_value]:
         kid = row["fact_key_id"]
         if kid in many and row["value_key"] not in values[kid]:
@@ -509,12 +511,12 @@ def _apply_many(tenant: Tenant, items: list[Item], actor: str) -> list[WriteResu
     results: list[WriteResult | NotFound | None] = [None] * len(items)
     asserted = [d for d in items if isinstance(d, AssertionInput)]
     # Payloads already held and the subjects named, in one round trip.
-    held_rows, subject_rows = fetch_together(
-        Assertion.objects.filter(tenant=tenant, payload_hash__in={d.payload_hash for d in asserted},
-                                 erased_at__isnull=True).values("payload_hash", "id"),
-        Subject.objects.filter(tenant=tenant, external_id__in={d.subject for d in asserted})
-        .values("external_id", "id", "display_name"),
-    )
+    held_rows, subject_rows = fetch_together(*(
+        (Select(Assertion, ("payload_hash", "id"), "tenant_id = %s AND payload_hash = ANY(%s) AND erased_at IS NULL",
+                [tenant.id, list({d.payload_hash for d in asserted})]),
+         Select(Subject, ("external_id", "id", "display_name"), "tenant_id = %s AND external_id = ANY(%s)",
+                [tenant.id, list({d.subject for d in asserted})]))
+        if asserted else (Select.NOTHING, Select.NOTHING)))
     held = {r["payload_hash"]: r["id"] for r in held_rows}
     first_of: dict[str, int] = {}
     todo: list[int] = []

@@ -92,19 +92,69 @@ def tenant_for_api_key(raw: str) -> Tenant | None:
     if row is None:
         return None
     key_id, last_used_at, *tenant_values = row
+    record_key_use(key_id, last_used_at)
+    return Tenant.from_db(connection.alias, [f.attname for f in Tenant._meta.concrete_fields], tenant_values)
+
+
+def record_key_use(key_id: int, last_used_at) -> None:
+    """Record that the live key ``key_id`` (last used at ``last_used_at``)
+    was used now: at most once a minute, one ``UPDATE`` only then."""
     now = timezone.now()
     if last_used_at is None or now - last_used_at > timedelta(minutes=1):
         ApiKey.objects.filter(pk=key_id).update(last_used_at=now)
-    return Tenant.from_db(connection.alias, [f.attname for f in Tenant._meta.concrete_fields], tenant_values)
+
+
+# The key check a read folds into its own statement (``facts/queries.py``):
+# ``KEY_FROM`` in its FROM clause, ``KEY_WHERE`` (parameter ``key_hash``) in
+# its WHERE clause; ``k.id, k.last_used_at`` lead its row, ``k.tenant_id``
+# scopes the rest.
+KEY_FROM = f'"{ApiKey._meta.db_table}" k'
+KEY_WHERE = "k.key_hash = %(key_hash)s AND k.revoked_at IS NULL"
+
+
+class KeyCheck:
+    """A bearer key not checked yet: the hot reads (facts now, context)
+    check it in the same statement that reads the facts, saving a round
+    trip, with the same rules as :func:`tenant_for_api_key` (a live key
+    only, never cached, ``last_used_at`` at most once a minute). Any other
+    use checks it on its own with :meth:`tenant`."""
+
+    __slots__ = ("raw", "key_hash", "_tenant")
+
+    def __init__(self, raw: str) -> None:
+        self.raw = raw
+        self.key_hash = hash_key(raw)
+        self._tenant: Tenant | None = None
+
+    def found(self, key_id: int, last_used_at) -> None:
+        """A folded check found the key live (``k.id, k.last_used_at``)."""
+        record_key_use(key_id, last_used_at)
+
+    def tenant(self) -> Tenant | None:
+        """The key's tenant (:func:`tenant_for_api_key`), or ``None``."""
+        if self._tenant is None:
+            self._tenant = tenant_for_api_key(self.raw)
+        return self._tenant
 
 
 def tenant_with_secrets(slug: str) -> tuple[Tenant | None, list[str]]:
     """The tenant with this slug (``None`` if there is none) and the secrets
     that may sign its inbound webhooks now, newest first (several during a
-    rotation). One query; a tenant without a live secret costs a second."""
-    now = timezone.now()
-    rows = list(WebhookSecret.objects.select_related("tenant").filter(tenant__slug=slug)
-                .exclude(expires_at__lte=now).order_by("-created_at"))
-    if rows:
-        return rows[0].tenant, [r.secret for r in rows]
-    return Tenant.objects.filter(slug=slug).first(), []
+    rotation). One query."""
+    with connection.cursor() as cursor:
+        cursor.execute(_TENANT_WITH_SECRETS_SQL, [timezone.now(), slug])
+        rows = cursor.fetchall()
+    if not rows:
+        return None, []
+    tenant = Tenant.from_db(connection.alias, [f.attname for f in Tenant._meta.concrete_fields], rows[0][1:])
+    return tenant, [r[0] for r in rows if r[0] is not None]
+
+
+# One round trip per inbound webhook: the tenant's columns and its live
+# secrets, newest first (no secret: one row with a NULL secret).
+_TENANT_WITH_SECRETS_SQL = (
+    "SELECT s.secret, " + ", ".join(f't."{c}"' for c in _TENANT_COLUMNS)
+    + f' FROM "{Tenant._meta.db_table}" t LEFT JOIN "{WebhookSecret._meta.db_table}" s'
+    + " ON s.tenant_id = t.id AND (s.expires_at IS NULL OR s.expires_at > %s)"
+    + " WHERE t.slug = %s ORDER BY s.created_at DESC NULLS LAST, s.id DESC"
+)

@@ -21,7 +21,7 @@ from django.views.decorators.http import require_POST
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from facts import ledger
-from facts.bulk import insert_rows
+from facts.bulk import Select, insert_rows
 from facts.errors import NotFound, StateConflict
 from facts.inputs import InputError, parse_assertion, parse_json_body, parse_retraction
 from facts.models import Tenant, WebhookReceipt
@@ -118,14 +118,15 @@ def dispatch_once(tenant: Tenant, idempotency_key: str, envelope: Any, *, actor:
 
 def _dispatch_recorded(tenant: Tenant, idempotency_key: str, envelope: Any, *, actor: str,
                        prefix: str) -> tuple[int, dict]:
-    stored = WebhookReceipt.objects.filter(tenant=tenant, webhook_id=idempotency_key).first()
-    if stored is not None:
-        return stored.status_code, stored.response
+    stored = Select(WebhookReceipt, ("status_code", "response"), "tenant_id = %s AND webhook_id = %s",
+                    [tenant.id, idempotency_key]).fetch()
+    if stored:
+        return stored[0]["status_code"], stored[0]["response"]
     with transaction.atomic():
         status, body = dispatch(tenant, envelope, actor=actor, prefix=prefix)
         if status == 200:
-            WebhookReceipt.objects.create(tenant=tenant, webhook_id=idempotency_key, status_code=status,
-                                          response=body)
+            insert_rows(WebhookReceipt, [{"tenant_id": tenant.id, "webhook_id": idempotency_key,
+                                          "status_code": status, "response": body}])
         else:
             transaction.set_rollback(True)  # a refusal writes nothing
         return status, body
