@@ -13,6 +13,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from ninja import Router
+from ninja.errors import AuthenticationError
 from ninja.security import HttpBearer
 
 from facts import ledger, queries
@@ -22,7 +23,7 @@ from facts.inputs import InputError, parse_json_body, parse_scope, parse_time, p
 from facts.models import Tenant
 from facts.policy import policy_view_at, policy_views_at, ranking_at
 from facts.projection import iso
-from facts.tenants import tenant_for_api_key
+from facts.tenants import KeyCheck, tenant_for_api_key
 from facts.webhooks import dispatch_batch
 
 BATCH_LIMIT = 1000
@@ -30,13 +31,38 @@ BATCH_LIMIT = 1000
 
 class TenantKey(HttpBearer):
     """``Authorization: Bearer <tenant api key>``; the tenant becomes
-    ``request.auth``."""
+    ``request.auth``.
 
-    def authenticate(self, request: HttpRequest, token: str) -> Tenant | None:
+    ``TenantKey(folded=True)``, for the hot reads: ``request.auth`` is the
+    :class:`~facts.tenants.KeyCheck` of a non-empty key, which the read
+    checks in its own statement and answers 401 exactly as here when the
+    key is unknown or revoked (:func:`_refused`)."""
+
+    def __init__(self, *, folded: bool = False) -> None:
+        super().__init__()
+        self.folded = folded
+
+    def authenticate(self, request: HttpRequest, token: str) -> Tenant | KeyCheck | None:
+        if self.folded:
+            return KeyCheck(token) if token else None
         return tenant_for_api_key(token)
 
 
 router = Router(auth=TenantKey(), tags=["ledger"])
+FOLDED_KEY = TenantKey(folded=True)
+
+
+def _refused() -> AuthenticationError:
+    """The 401 of an unknown or revoked key (the API's handler gives it the
+    same body as a refusal by :class:`TenantKey`)."""
+    return AuthenticationError()
+
+
+def _checked(key: KeyCheck) -> None:
+    """Check ``key`` on its own (a folded read refusing its input before
+    its statement runs: a bad key is 401 before a bad parameter is 400)."""
+    if key.tenant() is None:
+        raise _refused()
 
 
 def json_body(request: HttpRequest) -> Any:
@@ -68,19 +94,28 @@ def _body_schema(example: dict) -> dict:
 # --------------------------------------------------------------------------- reads
 
 
-@router.get("/subjects/{subject}/facts", summary="Facts at (valid_at, known_at)")
+@router.get("/subjects/{subject}/facts", summary="Facts at (valid_at, known_at)", auth=FOLDED_KEY)
 def get_facts(request, subject: str, valid_at: str | None = None, known_at: str | None = None,
               entity: str | None = None, predicate: str | None = None, scope: str | None = None):
-    return _json_response(queries.facts_at_json(
-        tenant=request.auth, external_id=subject, valid_at=_time_param(valid_at, "valid_at"),
-        known_at=_time_param(known_at, "known_at"), entity=entity, predicate=predicate,
-        scope=parse_scope(scope, "scope") if scope else None,
-    ))
+    try:
+        at, known = _time_param(valid_at, "valid_at"), _time_param(known_at, "known_at")
+        scope_key = parse_scope(scope, "scope") if scope else None
+    except InputError:
+        _checked(request.auth)
+        raise
+    body = queries.facts_at_json_for_key(key=request.auth, external_id=subject, valid_at=at, known_at=known,
+                                         entity=entity, predicate=predicate, scope=scope_key)
+    if body is None:
+        raise _refused()
+    return _json_response(body)
 
 
-@router.get("/subjects/{subject}/context", summary="Conflict-free view for prompt assembly")
+@router.get("/subjects/{subject}/context", summary="Conflict-free view for prompt assembly", auth=FOLDED_KEY)
 def get_context(request, subject: str):
-    return queries.context(tenant=request.auth, external_id=subject)
+    body = queries.context_for_key(key=request.auth, external_id=subject)
+    if body is None:
+        raise _refused()
+    return body
 
 
 @router.get("/subjects/{subject}/history", summary="Versions of one fact key, oldest first")

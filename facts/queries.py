@@ -9,16 +9,21 @@ simply not found. Reads never import writes.
 The API's reads are hot paths (issue 6): they run plain SQL through
 ``django.db.connection`` with a fixed number of round trips, and the current
 view's facts body is built by PostgreSQL. Their results equal the ORM and
-Python builders' (tests/facts/test_reads.py).
+Python builders' (tests/facts/test_reads.py). Facts now and context check
+the API key in their own statement (one round trip per read) and run as
+server-side prepared statements (:func:`prepared_cursor`).
 """
 from __future__ import annotations
 
 import json
 from collections import defaultdict, namedtuple
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
+import psycopg
 from django.db import connection
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.db.models import Q
 from django.utils import timezone
 
@@ -31,6 +36,42 @@ from facts.models import (
 from facts.policy import PolicyCache
 from facts.projection import iso, rows_holding_at
 from facts.resolve import FATE_PROPOSED, SEGMENT_CONFLICT, Claim, Policy, resolve
+from facts.tenants import KEY_FROM, KEY_WHERE, KeyCheck
+
+
+class _PreparingCursor(psycopg.Cursor):
+    """Server-side binding, and each statement prepared on its first use on
+    a connection (parsed and planned once per connection, not per request)."""
+
+    def execute(self, query, params=None, *, prepare: bool | None = True, binary: bool | None = None):
+        return super().execute(query, params, prepare=prepare, binary=binary)
+
+
+class _PreparedDebugWrapper(CursorDebugWrapper):
+    """Django's query log for :class:`_PreparingCursor`: the statement with
+    its parameters bound, as for Django's cursors (a prepared execution
+    leaves psycopg no query text for Django to report)."""
+
+    def execute(self, sql, params=None):
+        with self.debug_sql(self.db.ops.compose_sql(sql, params)):
+            return CursorWrapper.execute(self, sql, params)
+
+
+def prepared_cursor():
+    """A cursor on Django's connection for the hot reads' fixed statements:
+    server-side binding and prepared statements (the planning of the facts
+    statement's JSON costs more than running it), where Django's own cursor
+    binds on the client and sends and plans the whole text every time.
+
+    Wrapped like Django's cursors: queries are logged and counted as usual,
+    errors become ``django.db`` errors. Preparing needs the connection's
+    ``prepare_threshold`` set (settings: ``MEMORYUI_PREPARED_STATEMENTS``);
+    with it off the statements run unprepared, with the same results."""
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    with connection.wrap_database_errors:
+        cursor = _PreparingCursor(connection.connection)
+    return _PreparedDebugWrapper(cursor, connection) if connection.queries_logged else connection.make_cursor(cursor)
 
 
 def get_subject(*, tenant: Tenant, external_id: str) -> Subject:
@@ -176,19 +217,45 @@ def _key_filter_sql(entity: str | None, predicate: str | None, scope: tuple[str,
     return sql, params
 
 
-def current_facts_statement(*, tenant_id: int, external_id: str, valid_at: datetime, entity: str | None = None,
-                            predicate: str | None = None, scope: tuple[str, str] | None = None) -> tuple[str, dict]:
+def current_facts_statement(*, tenant_id: int | None = None, external_id: str, valid_at: datetime,
+                            entity: str | None = None, predicate: str | None = None,
+                            scope: tuple[str, str] | None = None, key_hash: str | None = None) -> tuple[str, dict]:
     """``(sql, params)`` of the facts-now query: one row ``(external id,
     items as JSON text)``, none for an unknown subject (the benchmark
-    explains this very statement)."""
+    explains this very statement).
+
+    With ``key_hash`` instead of ``tenant_id`` the API key is checked in the
+    same statement (what the API runs): one row ``(key id, key's
+    last_used_at, external id, items)`` for a live key, whose tenant scopes
+    the subject (external id NULL for an unknown subject), none for an
+    unknown or revoked key."""
     key_sql, params = _key_filter_sql(entity, predicate, scope)
-    sql = (
-        f"SELECT s.external_id, (SELECT string_agg(({FACT_ITEM_SQL})::text, ', ' ORDER BY {_ROW_ORDER_SQL}) "
-        f'FROM "{CurrentFact._meta.db_table}" f WHERE f.tenant_id = s.tenant_id AND f.subject_id = s.id '
-        f"AND f.status IN ('value', 'conflict') AND {_HOLDING_SQL}{key_sql}) "
-        f'FROM "{Subject._meta.db_table}" s WHERE s.tenant_id = %(tenant)s AND s.external_id = %(external_id)s'
-    )
-    return sql, {**params, "tenant": tenant_id, "external_id": external_id, "at": valid_at}
+    params.update(external_id=external_id, at=valid_at)
+    if key_hash is None:
+        params["tenant"] = tenant_id
+    else:
+        params["key_hash"] = key_hash
+    return _current_facts_sql(key_sql, key_hash is not None), params
+
+
+@lru_cache(maxsize=None)
+def _current_facts_sql(key_sql: str, by_key: bool) -> str:
+    """The text of :func:`current_facts_statement` (the same text for the same
+    filters, so that it is prepared once)."""
+    items = (f"(SELECT string_agg(({FACT_ITEM_SQL})::text, ', ' ORDER BY {_ROW_ORDER_SQL}) "
+             f'FROM "{CurrentFact._meta.db_table}" f WHERE f.tenant_id = s.tenant_id AND f.subject_id = s.id '
+             f"AND f.status IN ('value', 'conflict') AND {_HOLDING_SQL}{key_sql})")
+    if not by_key:
+        return (f'SELECT s.external_id, {items} FROM "{Subject._meta.db_table}" s '
+                "WHERE s.tenant_id = %(tenant)s AND s.external_id = %(external_id)s")
+    return (f"SELECT k.id, k.last_used_at, s.external_id, {items} FROM {KEY_FROM} "
+            f'LEFT JOIN "{Subject._meta.db_table}" s ON s.tenant_id = k.tenant_id AND s.external_id = %(external_id)s '
+            f"WHERE {KEY_WHERE}")
+
+
+def _facts_body(subject: str, items: str | None, valid_at: datetime, known_at: datetime) -> str:
+    return (f'{{"subject": {json.dumps(subject)}, "valid_at": "{iso(valid_at)}", "known_at": "{iso(known_at)}", '
+            f'"facts": [{items or ""}]}}')
 
 
 def _current_facts_json(*, tenant_id: int, external_id: str, valid_at: datetime, known_at: datetime,
@@ -196,15 +263,42 @@ def _current_facts_json(*, tenant_id: int, external_id: str, valid_at: datetime,
     """The facts body as known now, as JSON text, in one query. The subject
     is looked up by ``(tenant, external_id)`` and the projection rows by
     ``(tenant, subject)``. Raises :class:`NotFound`."""
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(*current_facts_statement(tenant_id=tenant_id, external_id=external_id, valid_at=valid_at,
                                                 entity=entity, predicate=predicate, scope=scope))
         row = cursor.fetchone()
     if row is None:
         raise NotFound("no such subject")
-    subject, items = row
-    return (f'{{"subject": {json.dumps(subject)}, "valid_at": "{iso(valid_at)}", "known_at": "{iso(known_at)}", '
-            f'"facts": [{items or ""}]}}')
+    return _facts_body(row[0], row[1], valid_at, known_at)
+
+
+def facts_at_json_for_key(*, key: KeyCheck, external_id: str, valid_at: datetime | None = None,
+                          known_at: datetime | None = None, entity: str | None = None, predicate: str | None = None,
+                          scope: tuple[str, str] | None = None) -> str | None:
+    """:func:`facts_at_json` for the holder of the API key ``key``, or
+    ``None`` when the key is unknown or revoked (a 401, whatever the
+    subject). As known now the key is checked in the facts statement
+    itself: one round trip, a second only to record the key's use
+    (:meth:`KeyCheck.found`). Raises :class:`NotFound` (unknown subject of
+    a live key)."""
+    now = timezone.now()
+    if not _is_now(known_at, now):
+        tenant = key.tenant()
+        return None if tenant is None else facts_at_json(
+            tenant=tenant, external_id=external_id, valid_at=valid_at, known_at=known_at, entity=entity,
+            predicate=predicate, scope=scope)
+    valid_at = valid_at or now
+    with prepared_cursor() as cursor:
+        cursor.execute(*current_facts_statement(external_id=external_id, valid_at=valid_at, entity=entity,
+                                                predicate=predicate, scope=scope, key_hash=key.key_hash))
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    key_id, last_used_at, subject, items = row
+    key.found(key_id, last_used_at)
+    if subject is None:
+        raise NotFound("no such subject")
+    return _facts_body(subject, items, valid_at, known_at or now)
 
 
 def policies_at(*, tenant_id: int, predicates: set[str], at: datetime) -> dict[str, Policy]:
@@ -314,12 +408,33 @@ def context(*, tenant: Tenant, external_id: str) -> dict:
     "predicate", "scope", "reason"}]}``: facts and conflicts in key order,
     then proposals in code point order. One query (subject and projection
     rows together). Raises :class:`NotFound`."""
-    now = timezone.now()
-    with connection.cursor() as cursor:
-        cursor.execute(_CONTEXT_SQL, {"tenant": tenant.id, "external_id": external_id, "at": now})
+    with prepared_cursor() as cursor:
+        cursor.execute(_CONTEXT_SQL, {"tenant": tenant.id, "external_id": external_id, "at": timezone.now()})
         rows = cursor.fetchall()
     if not rows:
         raise NotFound("no such subject")
+    return _context_body(rows)
+
+
+def context_for_key(*, key: KeyCheck, external_id: str) -> dict | None:
+    """:func:`context` for the holder of the API key ``key``, the key checked
+    in the same statement; ``None`` when the key is unknown or revoked.
+    Raises :class:`NotFound` (unknown subject of a live key)."""
+    with prepared_cursor() as cursor:
+        cursor.execute(_CONTEXT_FOR_KEY_SQL, {"key_hash": key.key_hash, "external_id": external_id,
+                                              "at": timezone.now()})
+        rows = cursor.fetchall()
+    if not rows:
+        return None
+    key.found(rows[0][0], rows[0][1])
+    if rows[0][2] is None:
+        raise NotFound("no such subject")
+    return _context_body([row[2:] for row in rows])
+
+
+def _context_body(rows: list) -> dict:
+    """The context body from rows ``(external id, status, entity, predicate,
+    scope_kind, scope_key, value, source kind, valid_from)`` in key order."""
     facts, withheld, seen, proposed = [], [], set(), set()
     for subject, status, entity, predicate, scope_kind, scope_key, value, source_kind, valid_from in rows:
         if status is None:  # a subject without rows
@@ -340,16 +455,27 @@ def context(*, tenant: Tenant, external_id: str) -> dict:
     return {"subject": rows[0][0], "facts": facts, "withheld": withheld}
 
 
-# The subject, its rows holding now and its pending proposals; ``value``
-# comes back as JSON text (the backend does not decode JSONB).
-_CONTEXT_SQL = (
-    "SELECT s.external_id, f.status, f.entity, f.predicate, f.scope_kind, f.scope_key, f.value, "
-    f"f.source->>'kind', f.valid_from "
-    f'FROM "{Subject._meta.db_table}" s LEFT JOIN "{CurrentFact._meta.db_table}" f '
-    f"ON f.tenant_id = s.tenant_id AND f.subject_id = s.id "
+# The subject's rows holding now and its pending proposals; ``value`` comes
+# back as JSON text (the backend does not decode JSONB).
+_CONTEXT_COLUMNS = ("s.external_id, f.status, f.entity, f.predicate, f.scope_kind, f.scope_key, f.value, "
+                    "f.source->>'kind', f.valid_from")
+_CONTEXT_ROWS = (
+    f'LEFT JOIN "{CurrentFact._meta.db_table}" f ON f.tenant_id = s.tenant_id AND f.subject_id = s.id '
     f"AND (f.status = 'proposed' OR (f.status IN ('value', 'conflict') AND {_HOLDING_SQL})) "
-    "WHERE s.tenant_id = %(tenant)s AND s.external_id = %(external_id)s "
-    "ORDER BY f.entity, f.predicate, f.scope_kind, f.scope_key, f.value_key"
+)
+_CONTEXT_ORDER = " ORDER BY f.entity, f.predicate, f.scope_kind, f.scope_key, f.value_key"
+# The subject and its rows: none for no subject, one with NULLs for a
+# subject without rows.
+_CONTEXT_SQL = (
+    f'SELECT {_CONTEXT_COLUMNS} FROM "{Subject._meta.db_table}" s {_CONTEXT_ROWS}'
+    "WHERE s.tenant_id = %(tenant)s AND s.external_id = %(external_id)s" + _CONTEXT_ORDER
+)
+# The same led by the key check: none for an unknown or revoked key, NULLs
+# from the external id on for an unknown subject.
+_CONTEXT_FOR_KEY_SQL = (
+    f"SELECT k.id, k.last_used_at, {_CONTEXT_COLUMNS} FROM {KEY_FROM} "
+    f'LEFT JOIN "{Subject._meta.db_table}" s ON s.tenant_id = k.tenant_id AND s.external_id = %(external_id)s '
+    f"{_CONTEXT_ROWS}WHERE {KEY_WHERE}" + _CONTEXT_ORDER
 )
 
 

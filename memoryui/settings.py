@@ -24,6 +24,10 @@ Variables (all optional):
 - ``MEMORYUI_RECEIPT_RETENTION_DAYS`` (30): whole days an inbound webhook or
   batch event's idempotency receipt is kept; older ones are purged nightly
   (``facts/retention.py``).
+- ``MEMORYUI_PREPARED_STATEMENTS`` (``1``): the hot reads (facts now,
+  context) run as server-side prepared statements, planned once per
+  connection. ``0`` behind a pooler that cannot keep them (PgBouncer in
+  transaction mode before 1.21); the reads then plan every time.
 """
 from __future__ import annotations
 
@@ -102,6 +106,11 @@ DATABASES = {
     "default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60),
 }
 DATABASES["default"].setdefault("TEST", {})["NAME"] = os.environ.get("TEST_DATABASE_NAME", "test_memoryui")
+# Only cursors that bind on the server prepare (facts.queries.prepared_cursor,
+# which asks for it on first use); Django's own cursors bind on the client
+# and never do, whatever this says. None turns preparing off.
+DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+    "prepare_threshold", 5 if _env_bool("MEMORYUI_PREPARED_STATEMENTS", True) else None)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

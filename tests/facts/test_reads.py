@@ -136,7 +136,7 @@ def test_reads_take_a_fixed_number_of_queries(agent):
     _populate(agent)
     known_at = iso(datetime.now(timezone.utc))
     agent.get("/subjects/u-1/facts")  # records last_used_at
-    expected = [("/subjects/u-1/facts", {}, 2), ("/subjects/u-1/context", {}, 2),
+    expected = [("/subjects/u-1/facts", {}, 1), ("/subjects/u-1/context", {}, 1),
                 ("/subjects/u-1/history", {"predicate": "employer"}, 4),
                 ("/subjects/u-1/facts", {"known_at": known_at}, 3)]
     for path, params, count in expected:
@@ -219,6 +219,92 @@ def test_last_used_at_is_recorded_at_most_once_a_minute(agent):
         tenant_for_api_key(agent.api_key)
         key.refresh_from_db()
         assert key.last_used_at == start + timedelta(seconds=61)
+
+
+# The hot reads (facts now, context) check the key in their own statement.
+FOLDED_READS = [("/subjects/u-1/facts", {}), ("/subjects/nobody/facts", {}), ("/subjects/u-1/context", {}),
+                ("/subjects/nobody/context", {}), ("/subjects/u-1/facts", {"known_at": "2020-01-01T00:00:00Z"}),
+                ("/subjects/u-1/facts", {"valid_at": "not a time"}), ("/subjects/u-1/facts", {"scope": "bad:"})]
+
+
+def _get(agent, key: str, path: str, **params):
+    from urllib.parse import urlencode
+
+    query = f"?{urlencode(params)}" if params else ""
+    return agent.client.get(f"/api/v1{path}{query}", headers={"Authorization": f"Bearer {key}"})
+
+
+@pytest.mark.parametrize("path,params", FOLDED_READS)
+def test_folded_reads_refuse_an_unknown_or_revoked_key_before_anything_else(agent, other_agent, path, params):
+    agent.assert_fact(assertion_data(predicate="employer", value="Acme"))
+    refusal = _get(agent, "mui_nope", "/subjects/u-1/history", predicate="employer")
+    assert refusal.status_code == 401
+    for key in ("mui_nope", other_agent.api_key + "x"):
+        response = _get(agent, key, path, **params)
+        assert (response.status_code, response.json()) == (401, refusal.json()), (key, path, params)
+    assert _get(agent, agent.api_key, path, **params).status_code in (200, 400, 404)
+    ApiKey.objects.filter(tenant=agent.tenant).update(revoked_at=datetime.now(timezone.utc))
+    response = _get(agent, agent.api_key, path, **params)
+    assert (response.status_code, response.json()) == (401, refusal.json())
+
+
+def test_folded_reads_answer_as_before_with_a_live_key(agent, other_agent):
+    agent.assert_fact(assertion_data(predicate="employer", value="Acme"))
+    other_agent.assert_fact(assertion_data(subject="u-2", predicate="employer", value="Other"))
+    assert agent.get("/subjects/u-1/facts")["facts"][0]["value"] == "Acme"
+    assert agent.get("/subjects/u-1/context")["facts"][0]["value"] == "Acme"
+    for path in ("/subjects/u-2/facts", "/subjects/u-2/context"):  # another tenant's subject
+        response = agent.api("GET", path)
+        assert (response.status_code, response.json()) == (404, {"detail": "no such subject", "field": None})
+    response = agent.api("GET", "/subjects/u-1/facts", valid_at="not a time")
+    assert response.status_code == 400 and response.json()["field"] == "valid_at"
+
+
+@pytest.mark.parametrize("path", ["/subjects/u-1/facts", "/subjects/nobody/facts", "/subjects/u-1/context",
+                                  "/subjects/nobody/context"])
+def test_folded_reads_record_last_used_at_at_most_once_a_minute(agent, path):
+    agent.assert_fact(assertion_data(predicate="employer", value="Acme"))
+    start = datetime(2026, 5, 1, 12, 0, tzinfo=timezone.utc)
+    key = ApiKey.objects.get(tenant=agent.tenant, revoked_at__isnull=True)
+    assert key.last_used_at is None
+    status = 404 if "nobody" in path else 200
+    with time_machine.travel(start, tick=False) as clock:
+        with CaptureQueriesContext(connection) as ctx:
+            assert agent.api("GET", path).status_code == status
+        assert len(ctx.captured_queries) == 2  # the read with the key check, then the key's use
+        key.refresh_from_db()
+        assert key.last_used_at == start
+        clock.shift(timedelta(seconds=59))
+        with CaptureQueriesContext(connection) as ctx:
+            assert agent.api("GET", path).status_code == status
+        assert len(ctx.captured_queries) == 1
+        key.refresh_from_db()
+        assert key.last_used_at == start
+        clock.shift(timedelta(seconds=2))
+        assert agent.api("GET", path).status_code == status
+        key.refresh_from_db()
+        assert key.last_used_at == start + timedelta(seconds=61)
+
+
+def test_hot_reads_are_prepared_statements_logged_with_their_parameters(agent):
+    _populate(agent)
+    agent.get("/subjects/u-1/facts")
+    with CaptureQueriesContext(connection) as ctx:
+        facts = agent.api("GET", "/subjects/u-1/facts").content
+        context = agent.api("GET", "/subjects/u-1/context").content
+    assert [q["sql"].count("'u-1'") for q in ctx.captured_queries] == [1, 1]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements WHERE statement LIKE %s",
+                       ["%k.key_hash = $%"])
+        prepared = [row[0] for row in cursor.fetchall()]
+    assert len(prepared) == 2 and any("string_agg" in p for p in prepared)
+    # Without prepared statements (MEMORYUI_PREPARED_STATEMENTS=0) the same answers.
+    threshold, connection.connection.prepare_threshold = connection.connection.prepare_threshold, None
+    try:
+        assert agent.api("GET", "/subjects/u-1/facts").content.split(b'"facts"')[1] == facts.split(b'"facts"')[1]
+        assert agent.api("GET", "/subjects/u-1/context").content == context
+    finally:
+        connection.connection.prepare_threshold = threshold
 
 
 def test_as_of_reads_equal_the_current_view_and_filter_by_key(agent):
