@@ -36,7 +36,7 @@ from facts.models import (
 from facts.policy import PolicyCache
 from facts.projection import iso, rows_holding_at
 from facts.resolve import FATE_PROPOSED, SEGMENT_CONFLICT, Claim, Policy, resolve
-from facts.tenants import KEY_FROM, KEY_WHERE, KeyCheck
+from facts.tenants import KEY_COLUMNS, KEY_FROM, KEY_WHERE, KeyCheck
 
 
 class _PreparingCursor(psycopg.Cursor):
@@ -219,23 +219,23 @@ def _key_filter_sql(entity: str | None, predicate: str | None, scope: tuple[str,
 
 def current_facts_statement(*, tenant_id: int | None = None, external_id: str, valid_at: datetime,
                             entity: str | None = None, predicate: str | None = None,
-                            scope: tuple[str, str] | None = None, key_hash: str | None = None) -> tuple[str, dict]:
+                            scope: tuple[str, str] | None = None, key: KeyCheck | None = None) -> tuple[str, dict]:
     """``(sql, params)`` of the facts-now query: one row ``(external id,
     items as JSON text)``, none for an unknown subject (the benchmark
     explains this very statement).
 
-    With ``key_hash`` instead of ``tenant_id`` the API key is checked in the
-    same statement (what the API runs): one row ``(key id, key's
-    last_used_at, external id, items)`` for a live key, whose tenant scopes
-    the subject (external id NULL for an unknown subject), none for an
-    unknown or revoked key."""
+    With ``key`` instead of ``tenant_id`` the API key is checked in the same
+    statement (what the API runs): one row ``(key id, whether to record its
+    use, external id, items)`` for a live key, whose tenant scopes the
+    subject (external id NULL for an unknown subject), none for an unknown
+    or revoked key."""
     key_sql, params = _key_filter_sql(entity, predicate, scope)
     params.update(external_id=external_id, at=valid_at)
-    if key_hash is None:
+    if key is None:
         params["tenant"] = tenant_id
     else:
-        params["key_hash"] = key_hash
-    return _current_facts_sql(key_sql, key_hash is not None), params
+        params.update(key.params())
+    return _current_facts_sql(key_sql, key is not None), params
 
 
 @lru_cache(maxsize=None)
@@ -248,7 +248,7 @@ def _current_facts_sql(key_sql: str, by_key: bool) -> str:
     if not by_key:
         return (f'SELECT s.external_id, {items} FROM "{Subject._meta.db_table}" s '
                 "WHERE s.tenant_id = %(tenant)s AND s.external_id = %(external_id)s")
-    return (f"SELECT k.id, k.last_used_at, s.external_id, {items} FROM {KEY_FROM} "
+    return (f"SELECT {KEY_COLUMNS}, s.external_id, {items} FROM {KEY_FROM} "
             f'LEFT JOIN "{Subject._meta.db_table}" s ON s.tenant_id = k.tenant_id AND s.external_id = %(external_id)s '
             f"WHERE {KEY_WHERE}")
 
@@ -290,12 +290,12 @@ def facts_at_json_for_key(*, key: KeyCheck, external_id: str, valid_at: datetime
     valid_at = valid_at or now
     with prepared_cursor() as cursor:
         cursor.execute(*current_facts_statement(external_id=external_id, valid_at=valid_at, entity=entity,
-                                                predicate=predicate, scope=scope, key_hash=key.key_hash))
+                                                predicate=predicate, scope=scope, key=key))
         row = cursor.fetchone()
     if row is None:
         return None
-    key_id, last_used_at, subject, items = row
-    key.found(key_id, last_used_at)
+    key_id, record_use, subject, items = row
+    key.found(key_id, record_use)
     if subject is None:
         raise NotFound("no such subject")
     return _facts_body(subject, items, valid_at, known_at or now)
@@ -421,8 +421,7 @@ def context_for_key(*, key: KeyCheck, external_id: str) -> dict | None:
     in the same statement; ``None`` when the key is unknown or revoked.
     Raises :class:`NotFound` (unknown subject of a live key)."""
     with prepared_cursor() as cursor:
-        cursor.execute(_CONTEXT_FOR_KEY_SQL, {"key_hash": key.key_hash, "external_id": external_id,
-                                              "at": timezone.now()})
+        cursor.execute(_CONTEXT_FOR_KEY_SQL, {**key.params(), "external_id": external_id, "at": timezone.now()})
         rows = cursor.fetchall()
     if not rows:
         return None
@@ -434,9 +433,10 @@ def context_for_key(*, key: KeyCheck, external_id: str) -> dict | None:
 
 def _context_body(rows: list) -> dict:
     """The context body from rows ``(external id, status, entity, predicate,
-    scope_kind, scope_key, value, source kind, valid_from)`` in key order."""
+    scope_kind, scope_key, value as JSON text, source kind, valid_from as
+    API text)`` in key order."""
     facts, withheld, seen, proposed = [], [], set(), set()
-    for subject, status, entity, predicate, scope_kind, scope_key, value, source_kind, valid_from in rows:
+    for subject, status, entity, predicate, scope_kind, scope_key, value, source_kind, since in rows:
         if status is None:  # a subject without rows
             continue
         ident = (entity, predicate, _scope_text(scope_kind, scope_key))
@@ -449,16 +449,17 @@ def _context_body(rows: list) -> dict:
         else:
             facts.append({"entity": entity, "predicate": predicate, "scope": ident[2],
                           "value": None if value is None else json.loads(value), "source_kind": source_kind,
-                          "since": iso(valid_from)})
+                          "since": since})
     for ident in sorted(proposed - seen):
         withheld.append({"entity": ident[0], "predicate": ident[1], "scope": ident[2], "reason": "proposed"})
     return {"subject": rows[0][0], "facts": facts, "withheld": withheld}
 
 
 # The subject's rows holding now and its pending proposals; ``value`` comes
-# back as JSON text (the backend does not decode JSONB).
+# back as JSON text (the backend does not decode JSONB), ``valid_from`` as
+# ``iso`` writes it.
 _CONTEXT_COLUMNS = ("s.external_id, f.status, f.entity, f.predicate, f.scope_kind, f.scope_key, f.value, "
-                    "f.source->>'kind', f.valid_from")
+                    f"f.source->>'kind', {_iso_sql('f.valid_from')}")
 _CONTEXT_ROWS = (
     f'LEFT JOIN "{CurrentFact._meta.db_table}" f ON f.tenant_id = s.tenant_id AND f.subject_id = s.id '
     f"AND (f.status = 'proposed' OR (f.status IN ('value', 'conflict') AND {_HOLDING_SQL})) "
@@ -473,7 +474,7 @@ _CONTEXT_SQL = (
 # The same led by the key check: none for an unknown or revoked key, NULLs
 # from the external id on for an unknown subject.
 _CONTEXT_FOR_KEY_SQL = (
-    f"SELECT k.id, k.last_used_at, {_CONTEXT_COLUMNS} FROM {KEY_FROM} "
+    f"SELECT {KEY_COLUMNS}, {_CONTEXT_COLUMNS} FROM {KEY_FROM} "
     f'LEFT JOIN "{Subject._meta.db_table}" s ON s.tenant_id = k.tenant_id AND s.external_id = %(external_id)s '
     f"{_CONTEXT_ROWS}WHERE {KEY_WHERE}" + _CONTEXT_ORDER
 )

@@ -100,16 +100,20 @@ def record_key_use(key_id: int, last_used_at) -> None:
     """Record that the live key ``key_id`` (last used at ``last_used_at``)
     was used now: at most once a minute, one ``UPDATE`` only then."""
     now = timezone.now()
-    if last_used_at is None or now - last_used_at > timedelta(minutes=1):
+    if last_used_at is None or now - last_used_at > KEY_USE_RECORDED_EVERY:
         ApiKey.objects.filter(pk=key_id).update(last_used_at=now)
 
 
+KEY_USE_RECORDED_EVERY = timedelta(minutes=1)
+
 # The key check a read folds into its own statement (``facts/queries.py``):
-# ``KEY_FROM`` in its FROM clause, ``KEY_WHERE`` (parameter ``key_hash``) in
-# its WHERE clause; ``k.id, k.last_used_at`` lead its row, ``k.tenant_id``
-# scopes the rest.
+# ``KEY_FROM`` in its FROM clause, ``KEY_WHERE`` in its WHERE clause,
+# ``KEY_COLUMNS`` leading its row (the key's id, and whether its use is to be
+# recorded), parameters :meth:`KeyCheck.params`; ``k.tenant_id`` scopes the
+# rest.
 KEY_FROM = f'"{ApiKey._meta.db_table}" k'
 KEY_WHERE = "k.key_hash = %(key_hash)s AND k.revoked_at IS NULL"
+KEY_COLUMNS = "k.id, (k.last_used_at IS NULL OR k.last_used_at < %(key_used_before)s)"
 
 
 class KeyCheck:
@@ -119,16 +123,24 @@ class KeyCheck:
     only, never cached, ``last_used_at`` at most once a minute). Any other
     use checks it on its own with :meth:`tenant`."""
 
-    __slots__ = ("raw", "key_hash", "_tenant")
+    __slots__ = ("raw", "key_hash", "_tenant", "_now")
 
     def __init__(self, raw: str) -> None:
         self.raw = raw
         self.key_hash = hash_key(raw)
         self._tenant: Tenant | None = None
+        self._now = None
 
-    def found(self, key_id: int, last_used_at) -> None:
-        """A folded check found the key live (``k.id, k.last_used_at``)."""
-        record_key_use(key_id, last_used_at)
+    def params(self) -> dict:
+        """The folded check's parameters, as of now."""
+        self._now = timezone.now()
+        return {"key_hash": self.key_hash, "key_used_before": self._now - KEY_USE_RECORDED_EVERY}
+
+    def found(self, key_id: int, record_use: bool) -> None:
+        """The folded check found the key live (``KEY_COLUMNS``): record its
+        use when it was last used over a minute before :meth:`params`."""
+        if record_use:
+            ApiKey.objects.filter(pk=key_id).update(last_used_at=self._now)
 
     def tenant(self) -> Tenant | None:
         """The key's tenant (:func:`tenant_for_api_key`), or ``None``."""

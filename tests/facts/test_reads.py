@@ -132,6 +132,19 @@ def test_context_withholds_conflicts_and_proposals(agent):
     assert all(f["since"].endswith("Z") for f in context["facts"])
 
 
+def test_context_items_equal_the_projection_rows(agent):
+    _populate(agent)
+    now = datetime.now(timezone.utc)
+    rows = [r for r in CurrentFact.objects.filter(tenant=agent.tenant, status="value")
+            if r.valid_from <= now and (r.valid_to is None or r.valid_to > now)]
+    expected = sorted((r.entity, r.predicate, queries._scope_text(r.scope_kind, r.scope_key),
+                       json.dumps(r.value, sort_keys=True), r.source["kind"], iso(r.valid_from)) for r in rows)
+    assert any(".000001Z" in e[-1] or ".500000Z" in e[-1] for e in expected)
+    facts = agent.get("/subjects/u-1/context")["facts"]
+    assert sorted((f["entity"], f["predicate"], f["scope"], json.dumps(f["value"], sort_keys=True), f["source_kind"],
+                   f["since"]) for f in facts) == expected
+
+
 def test_reads_take_a_fixed_number_of_queries(agent):
     _populate(agent)
     known_at = iso(datetime.now(timezone.utc))
