@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.db import DataError
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from ninja import Router
@@ -59,8 +60,9 @@ def _refused() -> AuthenticationError:
 
 
 def _checked(key: KeyCheck) -> None:
-    """Check ``key`` on its own (a folded read refusing its input before
-    its statement runs: a bad key is 401 before a bad parameter is 400)."""
+    """Check ``key`` on its own, for a folded read whose statement did not
+    run or failed on its input (a parameter refused, or a value PostgreSQL
+    cannot hold): a bad key is 401 before anything the input causes."""
     if key.tenant() is None:
         raise _refused()
 
@@ -103,8 +105,12 @@ def get_facts(request, subject: str, valid_at: str | None = None, known_at: str 
     except InputError:
         _checked(request.auth)
         raise
-    body = queries.facts_at_json_for_key(key=request.auth, external_id=subject, valid_at=at, known_at=known,
-                                         entity=entity, predicate=predicate, scope=scope_key)
+    try:
+        body = queries.facts_at_json_for_key(key=request.auth, external_id=subject, valid_at=at, known_at=known,
+                                             entity=entity, predicate=predicate, scope=scope_key)
+    except DataError:
+        _checked(request.auth)
+        raise
     if body is None:
         raise _refused()
     return _json_response(body)
@@ -112,7 +118,11 @@ def get_facts(request, subject: str, valid_at: str | None = None, known_at: str 
 
 @router.get("/subjects/{subject}/context", summary="Conflict-free view for prompt assembly", auth=FOLDED_KEY)
 def get_context(request, subject: str):
-    body = queries.context_for_key(key=request.auth, external_id=subject)
+    try:
+        body = queries.context_for_key(key=request.auth, external_id=subject)
+    except DataError:
+        _checked(request.auth)
+        raise
     if body is None:
         raise _refused()
     return body

@@ -237,7 +237,8 @@ def test_last_used_at_is_recorded_at_most_once_a_minute(agent):
 # The hot reads (facts now, context) check the key in their own statement.
 FOLDED_READS = [("/subjects/u-1/facts", {}), ("/subjects/nobody/facts", {}), ("/subjects/u-1/context", {}),
                 ("/subjects/nobody/context", {}), ("/subjects/u-1/facts", {"known_at": "2020-01-01T00:00:00Z"}),
-                ("/subjects/u-1/facts", {"valid_at": "not a time"}), ("/subjects/u-1/facts", {"scope": "bad:"})]
+                ("/subjects/u-1/facts", {"valid_at": "not a time"}), ("/subjects/u-1/facts", {"scope": "bad:"}),
+                ("/subjects/u\x00/facts", {}), ("/subjects/u\x00/context", {}), ("/subjects/u-1/facts", {"entity": "\x00"})]
 
 
 def _get(agent, key: str, path: str, **params):
@@ -255,7 +256,8 @@ def test_folded_reads_refuse_an_unknown_or_revoked_key_before_anything_else(agen
     for key in ("mui_nope", other_agent.api_key + "x"):
         response = _get(agent, key, path, **params)
         assert (response.status_code, response.json()) == (401, refusal.json()), (key, path, params)
-    assert _get(agent, agent.api_key, path, **params).status_code in (200, 400, 404)
+    if "\x00" not in path + "".join(params.values()):  # PostgreSQL cannot hold the value: a server error, as always
+        assert _get(agent, agent.api_key, path, **params).status_code in (200, 400, 404)
     ApiKey.objects.filter(tenant=agent.tenant).update(revoked_at=datetime.now(timezone.utc))
     response = _get(agent, agent.api_key, path, **params)
     assert (response.status_code, response.json()) == (401, refusal.json())
