@@ -45,6 +45,7 @@ class DomainEvent:
 
 _subscribers: list[Callable[[DomainEvent], None]] = []
 _memo: ContextVar[dict | None] = ContextVar("domain_event_memo", default=None)
+_held: ContextVar[list | None] = ContextVar("held_domain_events", default=None)
 
 
 def subscribe(handler: Callable[[DomainEvent], None]) -> Callable[[DomainEvent], None]:
@@ -55,12 +56,43 @@ def subscribe(handler: Callable[[DomainEvent], None]) -> Callable[[DomainEvent],
 
 
 def publish(event: DomainEvent) -> None:
-    """Deliver ``event`` to every subscriber, in registration order. A
-    subscriber's exception propagates and rolls the write back: its rows are
-    part of the change."""
+    """Deliver ``event`` to every subscriber, in registration order (inside
+    :func:`held`, once released). A subscriber's exception propagates and
+    rolls the write back: its rows are part of the change."""
+    buffer = _held.get()
+    if buffer is not None:
+        buffer.append(event)
+        return
     logger.info("domain_event", extra={"type": event.type, "tenant_id": event.tenant_id})
     for handler in list(_subscribers):
         handler(event)
+
+
+@contextmanager
+def held() -> Iterator[Callable[[], None]]:
+    """Hold the events published inside until the write has sent the rows
+    they describe: yields ``release()``, which delivers them in order (and
+    ends the hold; events subscribers publish then are delivered at once).
+    Events never released are dropped with the write that failed, whose
+    transaction rolls back."""
+    buffer: list[DomainEvent] = []
+    token = _held.set(buffer)
+    released = False
+
+    def release() -> None:
+        nonlocal released
+        if released:
+            return
+        released = True
+        _held.reset(token)
+        for event in buffer:
+            publish(event)
+
+    try:
+        yield release
+    finally:
+        if not released:
+            _held.reset(token)
 
 
 @contextmanager

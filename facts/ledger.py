@@ -344,63 +344,109 @@ def _register_unclassified(tenant: Tenant, predicates: set[str], now: datetime) 
         ])
 
 
-def _subject_ids(tenant: Tenant, items: list[AssertionInput], found: list[dict]) -> dict[str, int]:
-    """External id -> subject id, creating missing subjects in bulk.
-    ``found``: the stored subjects among them (``external_id``, ``id``,
-    ``display_name``)."""
-    names = {d.subject: d.subject_name for d in items}
-    rows = {r["external_id"]: (r["id"], r["display_name"]) for r in found if r["external_id"] in names}
-    missing = [Subject(tenant=tenant, external_id=e, display_name=n) for e, n in names.items() if e not in rows]
-    if missing:
-        Subject.objects.bulk_create(missing, ignore_conflicts=True)
-        rows = {e: (pk, name) for e, pk, name in Subject.objects.filter(tenant=tenant, external_id__in=names)
-                .values_list("external_id", "id", "display_name")}
-    for external_id, (pk, name) in rows.items():
-        if names[external_id] and not name:
-            Subject.objects.filter(pk=pk, display_name="").update(display_name=names[external_id])
-    return {e: pk for e, (pk, _) in rows.items()}
+_ASSERTIONS = Assertion._meta.db_table
+_SUBJECTS = Subject._meta.db_table
+_KEYS = FactKey._meta.db_table
+_IDENT_ROWS = "unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[]) AS u(x, e, p, k, sk)"
+
+
+@dataclass
+class Locked:
+    """What :func:`_lock` found, with the keys row-locked: the payloads
+    already held (payload hash -> assertion id), the subjects named
+    (external id -> id), and the keys by ident (subject id, entity,
+    predicate, scope kind, scope key) and by id."""
+
+    held: dict[str, Any]
+    subjects: dict[str, int]
+    by_ident: dict[tuple, FactKey]
+    by_id: dict[int, FactKey]
 
 
 def _key_ident(subject_id: int, d: AssertionInput) -> tuple:
     return (subject_id, d.entity, d.predicate, d.scope_kind, d.scope_key)
 
 
-def _locked_keys(tenant: Tenant, idents: set[tuple], extra_ids: Iterable[int] = (), *, policies: PolicyCache,
-                 predicates: set[str]) -> tuple[dict[tuple, FactKey], dict[int, FactKey]]:
-    """Fact keys for ``idents`` (subject id, entity, predicate, scope kind,
-    scope key), created when missing, and the keys ``extra_ids``, all
-    row-locked in id order. Keys that exist are found and locked by the same
-    ``SELECT … FOR UPDATE`` (it may also lock other keys of the same
-    subjects and predicates); only missing ones cost an insert and a second
-    lock. The policies of ``predicates`` are read in the same round trip,
-    once the locks are held (a policy change takes the same locks before it
-    commits). Returns ``(ident -> key, key id -> key)`` of the keys asked
-    for."""
-    extra_ids = set(extra_ids)
+def _lock(tenant: Tenant, asserted: list[AssertionInput], extra_ids: set[int], *, policies: PolicyCache) -> Locked:
+    """Write rule step 2's lock. One round trip row-locks, in id order, the
+    keys ``asserted`` name and the keys ``extra_ids`` (the same ``SELECT …
+    FOR UPDATE`` may also lock other keys of the same subjects and
+    predicates) and then, the locks held, reads the policies of the
+    predicates (into ``policies``: the newest committed, since a policy
+    change takes the same locks before it commits), the subjects and the
+    payloads already held. Only when a subject or key does not exist yet
+    does a second round trip create what is missing and lock it.
 
-    def lock(wanted: set[tuple], extra: set[int]) -> dict[tuple, FactKey]:
-        rows = Select(FactKey, where="tenant_id = %s AND (id = ANY(%s) OR (subject_id = ANY(%s) AND predicate = ANY(%s)))",
-                      params=[tenant.id, list(extra), list({i[0] for i in wanted}), list({i[2] for i in wanted})],
-                      order_by="id", for_update=True, as_model=True)
-        policies.forget()
-        statement = policies.prefetch_statement(predicates)
-        keys, *policy_rows = fetch_together(rows, *([statement] if statement else []))
-        if policy_rows:
-            policies.load(predicates, policy_rows[0])
-        return {(k.subject_id, k.entity, k.predicate, k.scope_kind, k.scope_key): k for k in keys}
-
-    found = lock(idents, extra_ids)
-    missing = idents - found.keys()
+    A subject whose stored display name is empty takes the one given (a
+    statement then only)."""
+    names: dict[str, str] = {}
+    for d in asserted:
+        names[d.subject] = d.subject_name
+    idents = {(d.subject, d.entity, d.predicate, d.scope_kind, d.scope_key) for d in asserted}
+    predicates = {d.predicate for d in asserted}
+    externals = list(names)
+    policies.forget()
+    policy_statement = policies.prefetch_statement(predicates)
+    keys, subject_rows, held_rows, *policy_rows = fetch_together(
+        Select(FactKey, where=f"tenant_id = %s AND (id = ANY(%s) OR (subject_id = ANY(ARRAY(SELECT id FROM "
+                              f"{_SUBJECTS} WHERE tenant_id = %s AND external_id = ANY(%s))) AND predicate = ANY(%s)))",
+               params=[tenant.id, list(extra_ids), tenant.id, externals, list(predicates)],
+               order_by="id", for_update=True, as_model=True),
+        Select(Subject, ("external_id", "id", "display_name"), "tenant_id = %s AND external_id = ANY(%s)",
+               [tenant.id, externals]) if asserted else Select.NOTHING,
+        Select(Assertion, ("payload_hash", "id"), "tenant_id = %s AND payload_hash = ANY(%s) AND erased_at IS NULL",
+               [tenant.id, list({d.payload_hash for d in asserted})]) if asserted else Select.NOTHING,
+        *([policy_statement] if policy_statement else []),
+    )
+    if policy_statement:
+        policies.load(predicates, policy_rows[0])
+    subjects = {r["external_id"]: r["id"] for r in subject_rows}
+    for r in subject_rows:
+        if names[r["external_id"]] and not r["display_name"]:
+            Subject.objects.filter(pk=r["id"], display_name="").update(display_name=names[r["external_id"]])
+    found = {(k.subject_id, k.entity, k.predicate, k.scope_kind, k.scope_key): k for k in keys}
+    missing = sorted(i for i in idents if (subjects.get(i[0]), *i[1:]) not in found)
     if missing:
-        insert_rows(FactKey, [
-            {"tenant_id": tenant.id, "subject_id": s, "entity": e, "predicate": p, "scope_kind": k, "scope_key": sk}
-            for s, e, p, k, sk in sorted(missing)
-        ], ignore_conflicts=True)
-        found.update(lock(missing, set()))
-    by_ident = {i: found[i] for i in idents}
+        new_subjects = [x for x in externals if x not in subjects]
+        new_keys, subjects = _create_keys(tenant, missing, {x: names[x] for x in new_subjects}, subjects)
+        found.update({(k.subject_id, k.entity, k.predicate, k.scope_kind, k.scope_key): k for k in new_keys})
+    by_ident = {(subjects[x], e, p, k, sk): found[(subjects[x], e, p, k, sk)] for x, e, p, k, sk in idents}
     by_id = {k.id: k for k in by_ident.values()}
-    by_id.update({k.id: k for k in found.values() if k.id in extra_ids and k.id not in by_id})
-    return by_ident, by_id
+    by_id.update({k.id: k for k in keys if k.id in extra_ids})
+    return Locked({r["payload_hash"]: r["id"] for r in held_rows}, subjects, by_ident, by_id)
+
+
+def _create_keys(tenant: Tenant, idents: list[tuple], new_subjects: dict[str, str],
+                 subjects: dict[str, int]) -> tuple[list[FactKey], dict[str, int]]:
+    """Create the subjects ``new_subjects`` (external id -> display name;
+    one round trip, only when there are some) and the keys ``idents``
+    (external id, entity, predicate, scope kind, scope key), then lock the
+    keys (one round trip; a concurrent writer may have created some first:
+    those are found and locked too). ``subjects``: the ids of the subjects
+    that exist. Returns the keys and ``{external id: id}`` of every subject
+    of ``idents``."""
+    subjects = dict(subjects)
+    if new_subjects:
+        _, rows = fetch_together(
+            (f"INSERT INTO {_SUBJECTS} (tenant_id, external_id, display_name, created_at) "
+             f"SELECT %s, u.x, u.n, %s FROM unnest(%s::text[], %s::text[]) AS u(x, n) ORDER BY u.x "
+             f"ON CONFLICT DO NOTHING RETURNING id",
+             [tenant.id, timezone.now(), list(new_subjects), list(new_subjects.values())]),
+            (f"SELECT external_id, id FROM {_SUBJECTS} WHERE tenant_id = %s AND external_id = ANY(%s)",
+             [tenant.id, list(new_subjects)]),
+        )
+        subjects.update(rows)
+    rows = sorted((subjects[x], e, p, k, sk) for x, e, p, k, sk in idents)
+    one = "(%s, %s, %s, %s, %s, %s)"
+    _, keys = fetch_together(
+        (f"INSERT INTO {_KEYS} (tenant_id, subject_id, entity, predicate, scope_kind, scope_key) VALUES "
+         + ", ".join([one] * len(rows)) + " ON CONFLICT DO NOTHING RETURNING id",
+         [v for row in rows for v in (tenant.id, *row)]),
+        Select(FactKey, where="tenant_id = %s AND subject_id = ANY(%s) AND predicate = ANY(%s)",
+               params=[tenant.id, list({r[0] for r in rows}), list({r[2] for r in rows})],
+               order_by="id", for_update=True, as_model=True),
+    )
+    return keys, subjects
 
 
 def _states(keys: Iterable[FactKey], *, now: datetime, policies: PolicyCache,
@@ -510,14 +556,12 @@ def write_batch(*, tenant: Tenant, items: list[Item], actor: str,
 def _apply_many(tenant: Tenant, items: list[Item], actor: str) -> list[WriteResult | NotFound]:
     results: list[WriteResult | NotFound | None] = [None] * len(items)
     asserted = [d for d in items if isinstance(d, AssertionInput)]
-    # Payloads already held and the subjects named, in one round trip.
-    held_rows, subject_rows = fetch_together(*(
-        (Select(Assertion, ("payload_hash", "id"), "tenant_id = %s AND payload_hash = ANY(%s) AND erased_at IS NULL",
-                [tenant.id, list({d.payload_hash for d in asserted})]),
-         Select(Subject, ("external_id", "id", "display_name"), "tenant_id = %s AND external_id = ANY(%s)",
-                [tenant.id, list({d.subject for d in asserted})]))
-        if asserted else (Select.NOTHING, Select.NOTHING)))
-    held = {r["payload_hash"]: r["id"] for r in held_rows}
+    stored = _retraction_targets(tenant, {i: d for i, d in enumerate(items) if isinstance(d, Retraction)})
+    extra_ids = {t["fact_key_id"] for rows in stored.values() for t in rows}
+    policies = PolicyCache(tenant_id=tenant.id, at=None)
+    locked = (_lock(tenant, asserted, extra_ids, policies=policies) if asserted or extra_ids
+              else Locked({}, {}, {}, {}))
+    held = locked.held
     first_of: dict[str, int] = {}
     todo: list[int] = []
     for i, d in enumerate(items):
@@ -529,7 +573,7 @@ def _apply_many(tenant: Tenant, items: list[Item], actor: str) -> list[WriteResu
             first_of[d.payload_hash] = i
             todo.append(i)
     if todo:
-        _record(tenant, items, todo, actor, results, subject_rows)
+        _record(tenant, items, todo, actor, results, locked, stored, policies)
     for i, d in enumerate(items):
         if results[i] is None:  # the same payload twice in one batch: the second is a duplicate
             results[i] = WriteResult(results[first_of[d.payload_hash]].assertion_id, "duplicate", "duplicate-payload")
@@ -565,29 +609,24 @@ def _retraction_targets(tenant: Tenant, retractions: dict[int, Retraction]) -> d
 
 
 def _record(tenant: Tenant, items: list[Item], todo: list[int], actor: str,
-            results: list[WriteResult | NotFound | None], subject_rows: list[dict]) -> None:
-    """Write rule steps 2-8 for the items ``todo`` (indexes into ``items``:
-    new assertions and retractions, in order); fills ``results``.
-    ``subject_rows``: the stored subjects the items name."""
+            results: list[WriteResult | NotFound | None], locked: Locked, stored: dict[int, list[dict]],
+            policies: PolicyCache) -> None:
+    """Write rule steps 3-8 for the items ``todo`` (indexes into ``items``:
+    new assertions and retractions, in order), with the keys ``locked``
+    and the retractions' targets ``stored`` (see :func:`_retraction_targets`);
+    fills ``results``."""
     fresh = [i for i in todo if isinstance(items[i], AssertionInput)]
-    retractions = {i: items[i] for i in todo if isinstance(items[i], Retraction)}
-    stored = _retraction_targets(tenant, retractions)
-    subjects = _subject_ids(tenant, [items[i] for i in fresh], subject_rows)
-    policies = PolicyCache(tenant_id=tenant.id, at=None)
-    new_predicates = {items[i].predicate for i in fresh}
-    keys, locked = _locked_keys(tenant, {_key_ident(subjects[items[i].subject], items[i]) for i in fresh},
-                                {t["fact_key_id"] for rows in stored.values() for t in rows},
-                                policies=policies, predicates=new_predicates)
+    subjects, keys = locked.subjects, locked.by_ident
     now = timezone.now()
-    _register_unclassified(tenant, policies.unregistered & new_predicates, now)
+    _register_unclassified(tenant, policies.unregistered & {items[i].predicate for i in fresh}, now)
     values: dict[int, set[str]] = {}
     for i in fresh:
         d = items[i]
         values.setdefault(keys[_key_ident(subjects[d.subject], d)].id, set()).add(d.value_key)
-    for rows in stored.values():
-        for t in rows:
+    for i, targets in stored.items():
+        for t in targets:
             values.setdefault(t["fact_key_id"], set()).add(t["value_key"])
-    states, info, book = _states(locked.values(), now=now, policies=policies, values=values)
+    states, info, book = _states([locked.by_id[kid] for kid in values], now=now, policies=policies, values=values)
     steps: list[tuple] = []
     rows: dict[Any, Assertion] = {}  # new assertions by id, in order
     batch_claims: list[tuple[AssertionInput, Claim, int]] = []  # (input, claim, key id) recorded so far
@@ -637,25 +676,30 @@ def _record(tenant: Tenant, items: list[Item], todo: list[int], actor: str,
         claims = before.claims + [claim]
         states[key.id] = KeyState(key, claims, resolve(claims, before.resolution.policy), values=before.values)
         steps.append((i, "assert", before, states[key.id], claim))
-    insert_rows(Assertion, list(rows.values()))
-    for ids, d in updates:
-        Assertion.objects.filter(id__in=ids).update(
-            retracted_at=now, retraction_reason=d.reason, retracted_by=actor, revocation_batch=d.batch_id)
     log: list[SimpleNamespace] = []
     conflict_ids: dict[int, dict] = {}
-    for step in steps:
-        if step[1] == "retract":
-            results[step[0]] = _commit_retraction(tenant, items[step[0]], *step[2:], now=now, actor=actor, log=log,
-                                                  book=book, conflict_ids=conflict_ids)
-        else:
-            i, _, before, after, claim = step
-            results[i] = _commit_assertion(tenant, items[i], before, after, claim, now=now, actor=actor, log=log,
-                                           book=book, conflict_ids=conflict_ids)
-    writes = Writes()
-    writes.insert(Event, log)
-    _store_projections({kid: (state, conflict_ids.get(kid, {})) for kid, state in states.items()
-                        if kid in conflict_ids}, info, writes)
-    writes.send()
+    # Domain events wait until the rows are written (subscribers read them);
+    # the rows then go in one round trip: assertions, retractions, events,
+    # projection.
+    with ev.held() as release:
+        for step in steps:
+            if step[1] == "retract":
+                results[step[0]] = _commit_retraction(tenant, items[step[0]], *step[2:], now=now, actor=actor,
+                                                      log=log, book=book, conflict_ids=conflict_ids)
+            else:
+                i, _, before, after, claim = step
+                results[i] = _commit_assertion(tenant, items[i], before, after, claim, now=now, actor=actor, log=log,
+                                               book=book, conflict_ids=conflict_ids)
+        writes = Writes()
+        writes.insert(Assertion, list(rows.values()))
+        for ids, d in updates:
+            writes.execute(f"UPDATE {_ASSERTIONS} SET retracted_at = %s, retraction_reason = %s, retracted_by = %s, "
+                           f"revocation_batch = %s WHERE id = ANY(%s)", [now, d.reason, actor, d.batch_id, ids])
+        writes.insert(Event, log)
+        _store_projections({kid: (state, conflict_ids.get(kid, {})) for kid, state in states.items()
+                            if kid in conflict_ids}, info, writes)
+        writes.send()
+        release()
     logger.info("ledger.batch", extra={"tenant": tenant.slug, "assertions": len(rows),
                                        "retracted": len(retracted)})
 

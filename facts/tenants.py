@@ -152,10 +152,21 @@ class KeyCheck:
 def tenant_with_secrets(slug: str) -> tuple[Tenant | None, list[str]]:
     """The tenant with this slug (``None`` if there is none) and the secrets
     that may sign its inbound webhooks now, newest first (several during a
-    rotation). One query."""
+    rotation). One query (:func:`tenant_with_secrets_statement`, for a
+    caller that sends it with others)."""
     with connection.cursor() as cursor:
-        cursor.execute(_TENANT_WITH_SECRETS_SQL, [timezone.now(), slug])
-        rows = cursor.fetchall()
+        cursor.execute(*tenant_with_secrets_statement(slug))
+        return tenant_with_secrets_from(cursor.fetchall())
+
+
+def tenant_with_secrets_statement(slug: str) -> tuple[str, list]:
+    """``(sql, params)`` of :func:`tenant_with_secrets`; its rows go to
+    :func:`tenant_with_secrets_from`."""
+    return _TENANT_WITH_SECRETS_SQL, [timezone.now(), slug]
+
+
+def tenant_with_secrets_from(rows: list[tuple]) -> tuple[Tenant | None, list[str]]:
+    """What :func:`tenant_with_secrets` returns, from its statement's rows."""
     if not rows:
         return None, []
     tenant = Tenant.from_db(connection.alias, [f.attname for f in Tenant._meta.concrete_fields], rows[0][1:])

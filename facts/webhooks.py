@@ -21,11 +21,11 @@ from django.views.decorators.http import require_POST
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from facts import ledger
-from facts.bulk import Select, insert_rows
+from facts.bulk import Select, fetch_together, insert_rows
 from facts.errors import NotFound, StateConflict
 from facts.inputs import InputError, parse_assertion, parse_json_body, parse_retraction
 from facts.models import Tenant, WebhookReceipt
-from facts.tenants import tenant_with_secrets
+from facts.tenants import tenant_with_secrets_from, tenant_with_secrets_statement
 
 logger = logging.getLogger(__name__)
 
@@ -103,12 +103,18 @@ def dispatch(tenant: Tenant, envelope: Any, *, actor: str, prefix: str = "") -> 
         return 409, {"detail": exc.detail, "field": None, **exc.state}
 
 
-def dispatch_once(tenant: Tenant, idempotency_key: str, envelope: Any, *, actor: str, prefix: str = "") -> tuple[int, dict]:
+_LOOK_UP = object()
+
+
+def dispatch_once(tenant: Tenant, idempotency_key: str, envelope: Any, *, actor: str, prefix: str = "",
+                  receipt: Any = _LOOK_UP) -> tuple[int, dict]:
     """:func:`dispatch` guarded by an idempotency key: a key seen before gets
     its first response again and nothing is written. Refusals (4xx) are not
-    remembered, since they wrote nothing."""
+    remembered, since they wrote nothing. ``receipt``: the key's stored
+    receipt ``{"status_code", "response"}`` or ``None``, when the caller has
+    just read it (see :func:`inbound`); looked up here otherwise."""
     try:
-        return _dispatch_recorded(tenant, idempotency_key, envelope, actor=actor, prefix=prefix)
+        return _dispatch_recorded(tenant, idempotency_key, envelope, actor=actor, prefix=prefix, receipt=receipt)
     except IntegrityError:
         # A concurrent request stored the same webhook id or payload first:
         # everything here rolled back; a second attempt finds its receipt,
@@ -116,12 +122,17 @@ def dispatch_once(tenant: Tenant, idempotency_key: str, envelope: Any, *, actor:
         return _dispatch_recorded(tenant, idempotency_key, envelope, actor=actor, prefix=prefix)
 
 
+def _receipt(where: str, params: list) -> Select:
+    return Select(WebhookReceipt, ("status_code", "response"), where, params)
+
+
 def _dispatch_recorded(tenant: Tenant, idempotency_key: str, envelope: Any, *, actor: str,
-                       prefix: str) -> tuple[int, dict]:
-    stored = Select(WebhookReceipt, ("status_code", "response"), "tenant_id = %s AND webhook_id = %s",
-                    [tenant.id, idempotency_key]).fetch()
-    if stored:
-        return stored[0]["status_code"], stored[0]["response"]
+                       prefix: str, receipt: Any = _LOOK_UP) -> tuple[int, dict]:
+    if receipt is _LOOK_UP:
+        found = _receipt("tenant_id = %s AND webhook_id = %s", [tenant.id, idempotency_key]).fetch()
+        receipt = found[0] if found else None
+    if receipt is not None:
+        return receipt["status_code"], receipt["response"]
     with transaction.atomic():
         status, body = dispatch(tenant, envelope, actor=actor, prefix=prefix)
         if status == 200:
@@ -236,7 +247,14 @@ def inbound(request: HttpRequest, tenant_slug: str) -> JsonResponse:
     """
     from django.conf import settings
 
-    tenant, secrets = tenant_with_secrets(tenant_slug)
+    # The tenant, its secrets and the receipt of this webhook id in one
+    # round trip; the receipt is used only once the signature is verified.
+    tenant_rows, receipts = fetch_together(
+        tenant_with_secrets_statement(tenant_slug),
+        _receipt(f"tenant_id = (SELECT id FROM {Tenant._meta.db_table} WHERE slug = %s) AND webhook_id = %s",
+                 [tenant_slug, request.headers.get("webhook-id", "")]),
+    )
+    tenant, secrets = tenant_with_secrets_from(tenant_rows)
     if tenant is None:
         return _error(404, "no such tenant", "tenant")
     limit = settings.MEMORYUI_MAX_BODY_BYTES
@@ -262,5 +280,6 @@ def inbound(request: HttpRequest, tenant_slug: str) -> JsonResponse:
         envelope = parse_json_body(body)
     except InputError as exc:
         return _error(exc.status, exc.detail, exc.field)
-    status, payload = dispatch_once(tenant, headers["webhook-id"], envelope, actor=f"webhook:{tenant.slug}")
+    status, payload = dispatch_once(tenant, headers["webhook-id"], envelope, actor=f"webhook:{tenant.slug}",
+                                    receipt=receipts[0] if receipts else None)
     return JsonResponse(payload, status=status)
