@@ -221,12 +221,12 @@ def current_facts_statement(*, tenant_id: int | None = None, external_id: str, v
                             entity: str | None = None, predicate: str | None = None,
                             scope: tuple[str, str] | None = None, key: KeyCheck | None = None) -> tuple[str, dict]:
     """``(sql, params)`` of the facts-now query: one row ``(external id,
-    items as JSON text)``, none for an unknown subject (the benchmark
-    explains this very statement).
+    items as JSON text)``, none for an unknown subject (the form the
+    benchmark explains; the items are the API's).
 
     With ``key`` instead of ``tenant_id`` the API key is checked in the same
-    statement (what the API runs): one row ``(key id, whether to record its
-    use, external id, items)`` for a live key, whose tenant scopes the
+    statement (the form the API runs): one row ``(key id, whether to record
+    its use, external id, items)`` for a live key, whose tenant scopes the
     subject (external id NULL for an unknown subject), none for an unknown
     or revoked key."""
     key_sql, params = _key_filter_sql(entity, predicate, scope)
