@@ -56,6 +56,9 @@ def targets(results: dict) -> list[dict]:
     plain = _get(big, "baseline_insert", "rows_per_second")
     slow = round(plain / rate, 2) if rate and plain else None
     add("batch ingest within 5x of one INSERT per row (plain/memoryui)", slow, None if slow is None else slow <= 5)
+    single = _get(big, "webhook_single", "latency", "p95_ms")
+    add("signed webhook p95 <= 15 ms (one connection)", single, None if single is None else single <= 15,
+        "" if single is not None else "not measured (--webhook-single-slice 0)")
     hook = _get(big, "webhook", "latency", "p95_ms")
     add(f"signed webhook p95 <= 15 ms ({results.get('config', {}).get('clients', '?')} concurrent clients)", hook,
         None if hook is None else hook <= 15)
@@ -127,6 +130,11 @@ def figure_rows(size: dict) -> list[tuple[str, str, str, str]]:
         a, c = _get(w, "latency", q), _get(wp, "latency", q)
         rows.append((f"signed webhook latency {q[:3]}, ms", _fmt(a, 2), _fmt(c, 2),
                      _fmt(round(a / c, 2) if a and c else None, 2) + "x"))
+    one, one_plain = size.get("webhook_single") or {}, size.get("baseline_insert_commit_single") or {}
+    for q in ("p50_ms", "p95_ms", "p99_ms") if one else ():
+        a, c = _get(one, "latency", q), _get(one_plain, "latency", q)
+        rows.append((f"signed webhook latency {q[:3]}, one connection, ms", _fmt(a, 2), _fmt(c, 2),
+                     _fmt(round(a / c, 2) if a and c else None, 2) + "x"))
     for kind, name in READ_NAMES.items():
         r = _get(size, "reads", kind) or {}
         for q in ("p50_ms", "p95_ms", "p99_ms"):
@@ -191,7 +199,9 @@ def plot(results: dict, path: Path) -> bool:
         left.plot(xs, [_get(s, "reads", kind, "baseline", "p95_ms") for s in sizes], linestyle=":",
                   color=line[0].get_color())
     left.plot(xs, [_get(s, "webhook", "latency", "p95_ms") for s in sizes], marker="s", color="black",
-              label="signed webhook")
+              label="signed webhook (concurrent)")
+    left.plot(xs, [_get(s, "webhook_single", "latency", "p95_ms") for s in sizes], marker="s", color="grey",
+              label="signed webhook (one connection)")
     left.set(xscale="log", yscale="log", xlabel="assertions stored", ylabel="p95 latency, ms",
              title="Latency (solid: memoryui, dotted: plain SELECT)")
     left.legend(fontsize=8)

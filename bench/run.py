@@ -75,6 +75,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="how the store is filled before each measurement (default tables; see bench/preload.py)")
     p.add_argument("--slice", type=int, default=5000, help="assertions ingested through the batch endpoint per size")
     p.add_argument("--webhook-slice", type=int, default=1000, help="assertions ingested as signed webhooks per size")
+    p.add_argument("--webhook-single-slice", type=int, default=300,
+                   help="assertions sent as signed webhooks over one connection per size, for the latency of a "
+                        "webhook on its own (default 300; 0 skips)")
     p.add_argument("--batch-size", type=int, default=500, help="events per batch request (1-1000, default 500)")
     p.add_argument("--clients", type=int, default=4, help="concurrent client connections (default 4)")
     p.add_argument("--web-workers", type=int, default=DEFAULT_WEB_WORKERS,
@@ -234,6 +237,9 @@ class Bench:
             f"COPY baseline {out['baseline_copy']['rows_per_second']} rows/s")
         out["batch"], out["baseline_insert"] = self.measure_batch(label)
         out["webhook"], out["baseline_insert_commit"] = self.measure_webhooks(label)
+        if self.args.webhook_single_slice > 0:
+            out["webhook_single"], out["baseline_insert_commit_single"] = self.measure_webhooks(
+                label, assertions=self.args.webhook_single_slice, clients=1)
         self.monitor.phase(None)
         out["stored_after"] = database.stored_assertions(self.url)
         out["reads"] = self.measure_reads(label)
@@ -290,25 +296,30 @@ class Bench:
         log(f"{label}: batch {batch['assertions_per_second']} assertions/s; plain INSERT {plain['rows_per_second']} rows/s")
         return batch, plain
 
-    def measure_webhooks(self, label: str) -> tuple[dict, dict]:
-        """The webhook slice, one signed POST per event, then the same rows
-        as one autocommitted INSERT each (latency per row)."""
+    def measure_webhooks(self, label: str, *, assertions: int | None = None,
+                         clients: int | None = None) -> tuple[dict, dict]:
+        """A webhook slice (``--webhook-slice`` assertions over ``--clients``
+        connections unless given), one signed POST per event, then the
+        same rows as one autocommitted INSERT each over as many
+        connections (latency per row)."""
         from bench import baseline, client
         from bench.generate import TENANT
         from bench.stats import latency_summary
 
-        hs = self.take(self.args.webhook_slice)
-        log(f"{label}: webhook slice {sum(len(h.events) for h in hs):,} events, {self.args.clients} clients")
+        clients = clients or self.args.clients
+        hs = self.take(assertions or self.args.webhook_slice)
+        log(f"{label}: webhook slice {sum(len(h.events) for h in hs):,} events, {clients} client(s)")
         r = client.post_webhooks(base_url=self.base_url, slug=TENANT, secret=self.creds[TENANT].webhook_secret,
-                                 histories=hs, clients=self.args.clients,
+                                 histories=hs, clients=clients,
                                  deadline_seconds=self.args.deadline_minutes * 60)
         hook = self._ingest_json(r)
         chunks = baseline.insert_chunks(hs, tenant=TENANT, size=50)
-        seconds, times = baseline.insert(self.url, chunks, clients=self.args.clients, latencies=True)
+        seconds, times = baseline.insert(self.url, chunks, clients=clients, latencies=True)
         rows = sum(len(c) for c in chunks)
         plain = {"rows": rows, "seconds": round(seconds, 3), "rows_per_second": round(rows / seconds, 1),
                  "latency": latency_summary(times)}
-        log(f"{label}: webhook p95 {hook['latency']['p95_ms']} ms; plain INSERT+COMMIT p95 {plain['latency']['p95_ms']} ms")
+        log(f"{label}: webhook p95 {hook['latency']['p95_ms']} ms ({clients} client(s)); "
+            f"plain INSERT+COMMIT p95 {plain['latency']['p95_ms']} ms")
         return hook, plain
 
     @staticmethod
