@@ -13,6 +13,10 @@
 """
 from __future__ import annotations
 
+import json
+import uuid
+from datetime import date, datetime
+from decimal import Decimal
 from typing import Any, Sequence
 
 from django.core.exceptions import EmptyResultSet
@@ -81,9 +85,13 @@ class Writes:
         if len(rows) >= COPY_THRESHOLD and not ignore_conflicts:
             self._ops.append(("copy", copy_sql, rows))
             return
-        one = "(" + ", ".join(["%s"] * len(columns)) + ")"
-        sql = insert_sql + ", ".join([one] * len(rows)) + (" ON CONFLICT DO NOTHING" if ignore_conflicts else "")
-        self.execute(sql, [v for row in rows for v in row])
+        # A few rows: one INSERT whose rows travel as one JSON parameter
+        # (json.dumps in C), not one parameter per value quoted in Python;
+        # the statement text stays the same whatever the number of rows.
+        names = [name for name, _, _ in columns]
+        payload = json.dumps([dict(zip(names, (_plain(v) for v in row))) for row in rows], default=_json_default,
+                             ensure_ascii=False, separators=(",", ":"))
+        self.execute(insert_sql + (" ON CONFLICT DO NOTHING" if ignore_conflicts else ""), [payload])
 
     def send(self) -> None:
         """Run everything added, in order, and start afresh."""
@@ -108,6 +116,23 @@ class Writes:
 _copy_plans: dict[type, tuple[str, str, list]] = {}
 
 
+def _plain(value: Any) -> Any:
+    """A row value as JSON takes it: a ``Jsonb`` column value unwrapped (it
+    is the JSON itself)."""
+    return value.obj if isinstance(value, Jsonb) else value
+
+
+def _json_default(value: Any) -> Any:
+    """JSON for the values psycopg would have adapted: times as ISO 8601
+    with their offset, UUIDs and decimals as text (PostgreSQL parses each
+    back into the column's type)."""
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, (uuid.UUID, Decimal)):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not a column value")
+
+
 def _default(field, now) -> Any:
     if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
         return now
@@ -123,7 +148,9 @@ def _copy_plan(model) -> tuple[str, str, list[tuple[str, Any, Any]]]:
                   if not (f.primary_key and f.get_internal_type() in ("AutoField", "BigAutoField", "SmallAutoField"))]
         quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
         table, names = quote(model._meta.db_table), ", ".join(quote(f.column) for f in fields)
-        _copy_plans[model] = (f"COPY {table} ({names}) FROM STDIN", f"INSERT INTO {table} ({names}) VALUES ",
+        _copy_plans[model] = (f"COPY {table} ({names}) FROM STDIN",
+                              f"INSERT INTO {table} ({names}) SELECT {names} "
+                              f"FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb)",
                               [(f.attname, Jsonb if f.get_internal_type() == "JSONField" else None, f)
                                for f in fields])
     return _copy_plans[model]
