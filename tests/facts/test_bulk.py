@@ -1,0 +1,137 @@
+"""The write path's plumbing (facts/bulk.py, facts/events.py): rows sent as
+one JSON parameter or by COPY read back exactly as the ORM would store
+them, written reads apply the fields' converters, and domain events reach
+subscribers only once the rows they describe are written."""
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
+
+import pytest
+
+from facts import events as ev
+from facts.bulk import COPY_THRESHOLD, Select, fetch_together, insert_rows
+from facts.models import Assertion, FactKey, Subject, Tenant, WebhookReceipt
+from tests.factories import assertion_data
+
+CEST = timezone(timedelta(hours=2))
+ODD_TEXT = 'quote \' double " backslash \\ percent %s %(x)s ümlaut 🙂 \n newline'
+NESTED = {"a": [1, 2.5, "ü", None, True, {"b": "%s"}], "empty": {}, "n": -0.0001}
+
+
+@pytest.fixture
+def key(db):
+    tenant = Tenant.objects.create(slug=f"t-{uuid.uuid4().hex[:8]}", name="t")
+    subject = Subject.objects.create(tenant=tenant, external_id="u-1")
+    return FactKey.objects.create(tenant=tenant, subject=subject, entity="self", predicate="note",
+                                  scope_kind="global", scope_key="")
+
+
+def _row(key, n: int, **over) -> SimpleNamespace:
+    values = dict(
+        id=uuid.uuid4(), tenant_id=key.tenant_id, subject_id=key.subject_id, fact_key_id=key.id, value=NESTED,
+        value_key=f"k{n}", valid_from=datetime(2020, 2, 29, 23, 59, 59, 123456, tzinfo=CEST),
+        valid_to=None, valid_from_precision="day", stated_at=datetime(2021, 1, 1, tzinfo=timezone.utc),
+        recorded_at=datetime(2026, 11, 30, 7, 0, 0, 1, tzinfo=timezone.utc), source_kind="user_statement",
+        source_id=f"s{n}", extractor=ODD_TEXT, confidence=0.8125, evidence=ODD_TEXT, content_hash=f"c{n}",
+        payload_hash=f"p{n}-{uuid.uuid4().hex}", actor="test",
+    )
+    values.update(over)
+    return SimpleNamespace(**values)
+
+
+STORED = ("value", "value_key", "valid_from", "valid_to", "valid_from_precision", "stated_at", "recorded_at",
+          "source_kind", "extractor", "confidence", "evidence", "retracted_at", "erased_at", "actor")
+
+
+@pytest.mark.parametrize("rows", [1, COPY_THRESHOLD], ids=["one JSON parameter", "COPY"])
+def test_rows_read_back_as_given_whichever_way_they_go(key, rows):
+    given = [_row(key, n) for n in range(rows)]
+    given[0].value = "plain string"
+    given[-1].value = None
+
+    insert_rows(Assertion, given)
+
+    stored = {a.id: a for a in Assertion.objects.filter(fact_key=key)}
+    assert len(stored) == rows
+    for row in given:
+        a = stored[row.id]
+        for name in STORED:
+            assert getattr(a, name) == getattr(row, name, None), name
+    assert stored[given[0].id].valid_from.utcoffset() == timedelta(0)  # the instant, not the offset, is kept
+
+
+def test_a_small_insert_is_one_statement_with_one_parameter(key, django_assert_num_queries):
+    with django_assert_num_queries(1) as captured:
+        insert_rows(Assertion, [_row(key, n) for n in range(3)])
+    assert captured.captured_queries[0]["sql"].count("jsonb_populate_recordset") == 1
+    assert Assertion.objects.filter(fact_key=key).count() == 3
+
+
+def test_ignore_conflicts_skips_only_the_rows_already_there(key):
+    tenant_id = key.tenant_id
+    insert_rows(WebhookReceipt, [{"tenant_id": tenant_id, "webhook_id": "a", "status_code": 200, "response": {"x": 1}}])
+
+    insert_rows(WebhookReceipt, [
+        {"tenant_id": tenant_id, "webhook_id": "a", "status_code": 200, "response": {"x": 2}},
+        {"tenant_id": tenant_id, "webhook_id": "b", "status_code": 200, "response": {"x": 3}},
+    ], ignore_conflicts=True)
+
+    assert dict(WebhookReceipt.objects.filter(tenant_id=tenant_id).values_list("webhook_id", "response")) == {
+        "a": {"x": 1}, "b": {"x": 3}}
+
+
+def test_select_applies_the_fields_converters(key):
+    row = _row(key, 1)
+    insert_rows(Assertion, [row])
+
+    dicts, models, nothing = fetch_together(
+        Select(Assertion, ("id", "value", "valid_from"), "fact_key_id = %s", [key.id]),
+        Select(FactKey, where="id = ANY(%s)", params=[[key.id]], as_model=True),
+        Select.NOTHING,
+    )
+
+    assert dicts == [{"id": row.id, "value": NESTED, "valid_from": row.valid_from}]
+    assert [(m.pk, m.predicate, m.scope) for m in models] == [(key.id, "note", "global")]
+    assert nothing == []
+
+
+def test_select_refuses_a_column_name_for_an_attname(key):
+    with pytest.raises(ValueError):
+        Select(Assertion, ("fact_key",), "TRUE")
+
+
+def test_subscribers_see_the_rows_an_event_describes(agent, monkeypatch):
+    """A subscriber reading the ledger during a write (the outbox's winner
+    lookup does) finds the assertion the event names: domain events are
+    held until the write's rows are sent."""
+    seen: dict[str, bool] = {}
+
+    def subscriber(event: ev.DomainEvent) -> None:
+        if event.type == ev.FACT_ASSERTED:
+            seen[event.data["assertion_id"]] = Assertion.objects.filter(pk=event.data["assertion_id"]).exists()
+
+    monkeypatch.setattr(ev, "_subscribers", [*ev._subscribers, subscriber])
+
+    first = agent.assert_fact(assertion_data(value="Berlin"))
+    second = agent.assert_fact(assertion_data(value="Munich", valid_from="2026-05-01T00:00:00Z"))
+
+    assert seen == {first["assertion_id"]: True, second["assertion_id"]: True}
+
+
+def test_held_events_are_dropped_when_the_write_fails(db, monkeypatch):
+    delivered: list[ev.DomainEvent] = []
+    monkeypatch.setattr(ev, "_subscribers", [delivered.append])
+
+    with pytest.raises(RuntimeError):
+        with ev.held():
+            ev.publish(ev.DomainEvent("x", 1, None))
+            raise RuntimeError("the write failed")
+    with ev.held() as release:
+        ev.publish(ev.DomainEvent("y", 1, None))
+        assert delivered == []
+        release()
+    ev.publish(ev.DomainEvent("z", 1, None))
+
+    assert [e.type for e in delivered] == ["y", "z"]
