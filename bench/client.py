@@ -180,10 +180,10 @@ def post_webhooks(*, base_url: str, slug: str, secret: str, histories: Sequence[
 
 
 def timed_gets(*, base_url: str, headers: dict[str, str], paths: Iterable[str], warmup: int = 5,
-               cookies: dict[str, str] | None = None) -> list[float]:
+               cookies: dict[str, str] | None = None, expect: int = 200) -> list[float]:
     """GET each path in turn on one keep-alive connection; returns the
     latencies in seconds (the first ``warmup`` requests are sent but not
-    kept). Raises :class:`ClientError` on any status but 200."""
+    kept). Raises :class:`ClientError` on any status but ``expect``."""
     session = requests.Session()
     out: list[float] = []
     try:
@@ -191,7 +191,7 @@ def timed_gets(*, base_url: str, headers: dict[str, str], paths: Iterable[str], 
             started = time.perf_counter()
             response = session.get(base_url + path, headers=headers, cookies=cookies, timeout=120)
             elapsed = time.perf_counter() - started
-            if response.status_code != 200:
+            if response.status_code != expect:
                 raise ClientError(f"GET {path} answered {response.status_code}: {response.text[:300]}")
             if n >= warmup:
                 out.append(elapsed)

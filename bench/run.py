@@ -389,6 +389,12 @@ class Bench:
                          "ratio_p95": ratio(mine["p95_ms"], base["p95_ms"])}
             log(f"{label}: {kind} p50 {mine['p50_ms']} / p95 {mine['p95_ms']} ms; plain SELECT p95 "
                 f"{base['p95_ms']} ms (x{out[kind]['ratio_p95']})")
+        # The floor under every read: the same client, server and Django
+        # answering a path no view serves (404), with no database work.
+        floor = latency_summary(client.timed_gets(base_url=self.base_url, headers=headers, expect=404,
+                                                  paths=[f"/api/v1/no-such-path/{n}" for n in range(len(plan))]))
+        out["http_floor"] = {"memoryui": floor}
+        log(f"{label}: HTTP floor (404, no database) p50 {floor['p50_ms']} / p95 {floor['p95_ms']} ms")
         out["known_at"] = known_at.isoformat()
         out["valid_at"] = PAST_VALID_AT.isoformat()
         return out
