@@ -74,13 +74,18 @@ class Writes:
             return
         copy_sql, insert_sql, columns = _copy_plan(model)
         now = timezone.now()
+        names = [name for name, _, _ in columns]
+        wrapped = [(n, wrap) for n, (_, wrap, _) in enumerate(columns) if wrap is not None]
         rows = []
         for obj in objs:
             values = obj if isinstance(obj, dict) else obj.__dict__
-            row = []
-            for name, wrap, field in columns:
-                value = values[name] if name in values else _default(field, now)
-                row.append(value if wrap is None or value is None else wrap(value))
+            try:
+                row = [values[name] for name in names]
+            except KeyError:  # a column left to its default
+                row = [values[name] if name in values else _default(field, now) for name, _, field in columns]
+            for n, wrap in wrapped:
+                if row[n] is not None:
+                    row[n] = wrap(row[n])
             rows.append(row)
         if len(rows) >= COPY_THRESHOLD and not ignore_conflicts:
             self._ops.append(("copy", copy_sql, rows))

@@ -669,6 +669,7 @@ def _record(tenant: Tenant, items: list[Item], todo: list[int], actor: str,
             valid_from_precision=d.valid_from_precision, stated_at=d.stated_at, recorded_at=now,
             source_kind=d.source_kind, source_id=d.source_id, extractor=d.extractor, confidence=d.confidence,
             evidence=d.evidence, content_hash=d.content_hash, payload_hash=d.payload_hash, actor=actor,
+            retracted_at=None, retraction_reason="", retracted_by="", revocation_batch=None, erased_at=None,
         )
         batch_claims.append((d, claim, key.id))
         info[claim.id] = {"extractor": d.extractor, "evidence": d.evidence}
