@@ -9,7 +9,7 @@ from ninja import Router, Status
 
 from conflicts import actions, outbox, queries
 from facts.api import TenantKey, json_body
-from facts.inputs import InputError, parse_uuid
+from facts.inputs import InputError, check_params, parse_uuid
 
 router = Router(auth=TenantKey())
 
@@ -37,6 +37,7 @@ def get_prompts(request, subject: str, status: str = "pending"):
     """``status``: ``pending`` (waiting for an answer, including ones
     escalated to staff; the default), ``escalated``, ``answered``,
     ``expired``, ``withdrawn`` or ``all``."""
+    check_params(subject=subject, status=status)
     found = queries.prompts_for(tenant=request.auth, external_id=subject, status=status)
     return {"subject": subject, "prompts": [queries.prompt_json(p) for p in found]}
 

@@ -20,7 +20,7 @@ from ninja.security import HttpBearer
 from facts import ledger, queries
 from facts.access import mint_login_link
 from facts.errors import NotFound
-from facts.inputs import InputError, parse_json_body, parse_scope, parse_time, parse_uuid
+from facts.inputs import InputError, check_params, parse_json_body, parse_scope, parse_time, parse_uuid
 from facts.models import Tenant
 from facts.policy import policy_view_at, policy_views_at, ranking_at
 from facts.projection import iso
@@ -100,6 +100,7 @@ def _body_schema(example: dict) -> dict:
 def get_facts(request, subject: str, valid_at: str | None = None, known_at: str | None = None,
               entity: str | None = None, predicate: str | None = None, scope: str | None = None):
     try:
+        check_params(subject=subject, entity=entity, predicate=predicate, scope=scope)
         at, known = _time_param(valid_at, "valid_at"), _time_param(known_at, "known_at")
         scope_key = parse_scope(scope, "scope") if scope else None
     except InputError:
@@ -119,6 +120,11 @@ def get_facts(request, subject: str, valid_at: str | None = None, known_at: str 
 @router.get("/subjects/{subject}/context", summary="Conflict-free view for prompt assembly", auth=FOLDED_KEY)
 def get_context(request, subject: str):
     try:
+        check_params(subject=subject)
+    except InputError:
+        _checked(request.auth)
+        raise
+    try:
         body = queries.context_for_key(key=request.auth, external_id=subject)
     except DataError:
         _checked(request.auth)
@@ -130,12 +136,14 @@ def get_context(request, subject: str):
 
 @router.get("/subjects/{subject}/history", summary="Versions of one fact key, oldest first")
 def get_history(request, subject: str, predicate: str, entity: str = "self", scope: str = "global"):
+    check_params(subject=subject, predicate=predicate, entity=entity, scope=scope)
     return queries.history(tenant=request.auth, external_id=subject, entity=entity, predicate=predicate,
                            scope=parse_scope(scope, "scope"))
 
 
 @router.get("/subjects/{subject}/export", summary="Everything held about the subject")
 def get_export(request, subject: str):
+    check_params(subject=subject)
     return queries.export(tenant=request.auth, external_id=subject)
 
 
@@ -178,12 +186,14 @@ def post_erase(request, assertion_id: str):
 
 @router.delete("/subjects/{subject}", summary="Erase everything about a person")
 def delete_subject(request, subject: str):
+    check_params(subject=subject)
     count = ledger.erase_subject(tenant=request.auth, external_id=subject, actor=_actor(request))
     return {"subject": subject, "outcome": "erased", "erased_assertions": count}
 
 
 @router.post("/subjects/{subject}/login-link", summary="One-time sign-in link to the person's dashboard")
 def post_login_link(request, subject: str):
+    check_params(subject=subject)
     link = mint_login_link(subject=queries.get_subject(tenant=request.auth, external_id=subject), actor=_actor(request))
     return {"url": link.url, "expires_at": iso(link.expires_at)}
 

@@ -268,6 +268,15 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def check_params(**params: Any) -> None:
+    """Refuse (400 naming the parameter) a path or query parameter that
+    PostgreSQL cannot hold as text: a NUL character or an unpaired
+    surrogate. Without this the statement fails after the fact (a 500)."""
+    for name, value in params.items():
+        if isinstance(value, str):
+            _check_storable(value, depth=0, path=name)
+
+
 def _check_storable(node: Any, *, depth: int, path: str = "") -> None:
     """Refuse what PostgreSQL would refuse after the fact (a 500), naming
     where it is (``events[3].data.value``; ``body`` at the top)."""

@@ -13,7 +13,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from facts import queries
-from facts.models import ApiKey, CurrentFact, PredicatePolicy, SourceRanking
+from facts.models import ApiKey, Assertion, CurrentFact, Event, LoginLink, PredicatePolicy, SourceRanking
 from facts.projection import iso
 from facts.resolve import DEFAULT_RANKING
 from facts.tenants import create_or_rotate_tenant, tenant_for_api_key
@@ -256,8 +256,10 @@ def test_folded_reads_refuse_an_unknown_or_revoked_key_before_anything_else(agen
     for key in ("mui_nope", other_agent.api_key + "x"):
         response = _get(agent, key, path, **params)
         assert (response.status_code, response.json()) == (401, refusal.json()), (key, path, params)
-    if "\x00" not in path + "".join(params.values()):  # PostgreSQL cannot hold the value: a server error, as always
-        assert _get(agent, agent.api_key, path, **params).status_code in (200, 400, 404)
+    answer = _get(agent, agent.api_key, path, **params)
+    assert answer.status_code in (200, 400, 404)
+    if "\x00" in path + "".join(params.values()):  # PostgreSQL cannot hold the value: refused, naming it
+        assert (answer.status_code, answer.json()["field"]) == (400, "entity" if params else "subject")
     ApiKey.objects.filter(tenant=agent.tenant).update(revoked_at=datetime.now(timezone.utc))
     response = _get(agent, agent.api_key, path, **params)
     assert (response.status_code, response.json()) == (401, refusal.json())
@@ -339,3 +341,30 @@ def test_history_of_a_key_lists_every_assertion(agent):
     assert [v["value"] for v in versions] == ["Acme", "Zürich AG ✓"]
     assert versions[0]["superseded_by"] == versions[1]["assertion_id"]
     assert all(len(v["sources"]) == 1 and v["events"] for v in versions)
+
+
+# Path and query parameters PostgreSQL cannot hold as text: 400 naming the
+# parameter, nothing written (a statement failing on them was a 500).
+NUL_REQUESTS = [
+    ("GET", "/subjects/u\x00/facts", {}, "subject"), ("GET", "/subjects/u-1/facts", {"predicate": "a\x00"}, "predicate"),
+    ("GET", "/subjects/u\x00/context", {}, "subject"), ("GET", "/subjects/u\x00/export", {}, "subject"),
+    ("GET", "/subjects/u-1/history", {"predicate": "employer", "entity": "\x00"}, "entity"),
+    ("GET", "/subjects/u\x00/prompts", {}, "subject"), ("GET", "/subjects/u-1/prompts", {"status": "\x00"}, "status"),
+    ("DELETE", "/subjects/u\x00", {}, "subject"), ("POST", "/subjects/u\x00/login-link", {}, "subject"),
+]
+
+
+@pytest.mark.parametrize("method,path,params,field", NUL_REQUESTS)
+def test_parameters_postgresql_cannot_hold_are_refused_naming_them(agent, method, path, params, field):
+    from urllib.parse import urlencode
+
+    agent.assert_fact(assertion_data(predicate="employer", value="Acme"))
+    models = (Assertion, Event, ApiKey, LoginLink)
+    before = {m.__name__: m.objects.count() for m in models}
+    query = f"?{urlencode(params)}" if params else ""
+    response = getattr(agent.client, method.lower())(f"/api/v1{path}{query}",
+                                                     headers={"Authorization": f"Bearer {agent.api_key}"})
+    assert response.status_code == 400, response.content
+    assert response.json()["field"] == field
+    assert "NUL" in response.json()["detail"]
+    assert {m.__name__: m.objects.count() for m in models} == before
