@@ -416,13 +416,18 @@ def _lock(tenant: Tenant, asserted: list[AssertionInput], extra_ids: set[int], *
     return Locked({r["payload_hash"]: r["id"] for r in held_rows}, subjects, by_ident, by_id)
 
 
+_KEY_FIELDS = ("id", "tenant_id", "subject_id", "entity", "predicate", "scope_kind", "scope_key")
+
+
 def _create_keys(tenant: Tenant, idents: list[tuple], new_subjects: dict[str, str],
                  subjects: dict[str, int]) -> tuple[list[FactKey], dict[str, int]]:
     """Create the subjects ``new_subjects`` (external id -> display name;
     one round trip, only when there are some) and the keys ``idents``
-    (external id, entity, predicate, scope kind, scope key), then lock the
-    keys (one round trip; a concurrent writer may have created some first:
-    those are found and locked too). ``subjects``: the ids of the subjects
+    (external id, entity, predicate, scope kind, scope key): one round
+    trip. A key this transaction inserts needs no row lock: until it
+    commits no other writer sees the row, and one inserting the same key
+    waits on the unique index. A key another writer created meanwhile is
+    locked (a round trip, then only). ``subjects``: the ids of the subjects
     that exist. Returns the keys and ``{external id: id}`` of every subject
     of ``idents``."""
     subjects = dict(subjects)
@@ -436,16 +441,18 @@ def _create_keys(tenant: Tenant, idents: list[tuple], new_subjects: dict[str, st
              [tenant.id, list(new_subjects)]),
         )
         subjects.update(rows)
-    rows = sorted((subjects[x], e, p, k, sk) for x, e, p, k, sk in idents)
-    one = "(%s, %s, %s, %s, %s, %s)"
-    _, keys = fetch_together(
-        (f"INSERT INTO {_KEYS} (tenant_id, subject_id, entity, predicate, scope_kind, scope_key) VALUES "
-         + ", ".join([one] * len(rows)) + " ON CONFLICT DO NOTHING RETURNING id",
-         [v for row in rows for v in (tenant.id, *row)]),
-        Select(FactKey, where="tenant_id = %s AND subject_id = ANY(%s) AND predicate = ANY(%s)",
-               params=[tenant.id, list({r[0] for r in rows}), list({r[2] for r in rows})],
-               order_by="id", for_update=True, as_model=True),
-    )
+    wanted = sorted({(subjects[x], e, p, k, sk) for x, e, p, k, sk in idents})
+    columns = [list(c) for c in zip(*wanted)]
+    inserted, = fetch_together((
+        f"INSERT INTO {_KEYS} (tenant_id, subject_id, entity, predicate, scope_kind, scope_key) "
+        f"SELECT %s, u.* FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[]) "
+        f"AS u(s, e, p, k, sk) ORDER BY u.s, u.e, u.p, u.k, u.sk "
+        f"ON CONFLICT DO NOTHING RETURNING {', '.join(_KEY_FIELDS)}", [tenant.id, *columns]))
+    keys = [FactKey.from_db("default", _KEY_FIELDS, row) for row in inserted]
+    if len(keys) < len(wanted):
+        keys += Select(FactKey, where="tenant_id = %s AND subject_id = ANY(%s) AND predicate = ANY(%s)",
+                       params=[tenant.id, list(set(columns[0])), list(set(columns[2]))],
+                       order_by="id", for_update=True, as_model=True).fetch()
     return keys, subjects
 
 
