@@ -249,12 +249,37 @@ def parse_json_body(body: bytes) -> Any:
     nests deeper than :data:`MAX_BODY_DEPTH`, or holds a string PostgreSQL
     refuses: a NUL character (``\\u0000``) or an unpaired surrogate."""
     try:
-        parsed = json.loads(body.decode("utf-8"), parse_constant=_refuse_constant, parse_float=_finite_float)
+        text = body.decode("utf-8")
+        parsed = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         detail = "nests too deeply" if isinstance(exc, RecursionError) else f"is not valid JSON: {exc}"
         raise InputError(detail, "body") from None
-    _check_storable(parsed, depth=0)
+    # A NUL or a surrogate can only come from a \u escape (strict JSON
+    # refuses raw control characters; valid UTF-8 holds no surrogates), so
+    # a body without such escapes and not too deep needs no walk over every
+    # string; anything else gets the walk that names where it is.
+    if _SUSPECT_ESCAPE.search(text) or _deeper_than(parsed, MAX_BODY_DEPTH):
+        _check_storable(parsed, depth=0)
     return parsed
+
+
+_SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
+
+
+def _deeper_than(root: Any, limit: int) -> bool:
+    """Whether a node of ``root`` sits deeper than ``limit`` (the root at 0,
+    a container's keys and items one deeper), as :func:`_check_storable`
+    counts; visits containers only."""
+    stack = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        if children and depth + 1 > limit:
+            return True
+        for child in children:
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+    return False
 
 
 def _refuse_constant(name: str) -> Any:

@@ -362,3 +362,37 @@ def test_a_batch_answers_and_stores_like_its_events_one_at_a_time(db, ops):
             seen.append((named_results(tenant, results), projection_digest(tenant), events))
 
     assert seen[0] == seen[1]
+
+
+# --------------------------------------------------------------------------- bodies
+
+_json_scalars = (st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=False, allow_infinity=False)
+                 | st.text(st.characters(blacklist_categories=()), max_size=6))
+_json_values = st.recursive(_json_scalars, lambda inner: st.lists(inner, max_size=3)
+                            | st.dictionaries(st.text(st.characters(blacklist_categories=()), max_size=3), inner,
+                                              max_size=3), max_leaves=40)
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_json_values, depth=st.integers(0, 16))
+def test_a_body_is_refused_exactly_when_walking_all_of_it_would_refuse_it(value, depth):
+    """parse_json_body skips the walk over every string when the text holds
+    no \\u escape that could be a NUL or a surrogate and nothing nests too
+    deep: it must refuse exactly the bodies the full walk refuses (NUL,
+    unpaired surrogate, deeper than MAX_BODY_DEPTH), naming the same field."""
+    from facts.inputs import InputError, _check_storable, parse_json_body
+
+    for _ in range(depth):
+        value = [value]
+    body = json.dumps(value).encode()  # ASCII: every NUL and surrogate is a \u escape
+    try:
+        _check_storable(value, depth=0)
+        expected = None
+    except InputError as exc:
+        expected = (exc.detail, exc.field)
+    try:
+        assert parse_json_body(body) == value
+        got = None
+    except InputError as exc:
+        got = (exc.detail, exc.field)
+    assert got == expected
