@@ -347,7 +347,6 @@ def _register_unclassified(tenant: Tenant, predicates: set[str], now: datetime) 
 _ASSERTIONS = Assertion._meta.db_table
 _SUBJECTS = Subject._meta.db_table
 _KEYS = FactKey._meta.db_table
-_IDENT_ROWS = "unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[]) AS u(x, e, p, k, sk)"
 
 
 @dataclass
@@ -375,7 +374,7 @@ def _lock(tenant: Tenant, asserted: list[AssertionInput], extra_ids: set[int], *
     predicates (into ``policies``: the newest committed, since a policy
     change takes the same locks before it commits), the subjects and the
     payloads already held. Only when a subject or key does not exist yet
-    does a second round trip create what is missing and lock it.
+    does :func:`_create_keys` create what is missing.
 
     A subject whose stored display name is empty takes the one given (a
     statement then only)."""
@@ -630,7 +629,7 @@ def _record(tenant: Tenant, items: list[Item], todo: list[int], actor: str,
     for i in fresh:
         d = items[i]
         values.setdefault(keys[_key_ident(subjects[d.subject], d)].id, set()).add(d.value_key)
-    for i, targets in stored.items():
+    for targets in stored.values():
         for t in targets:
             values.setdefault(t["fact_key_id"], set()).add(t["value_key"])
     states, info, book = _states([locked.by_id[kid] for kid in values], now=now, policies=policies, values=values)
