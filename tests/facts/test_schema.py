@@ -52,3 +52,42 @@ def test_foreign_keys_filtered_alone_keep_an_index():
         assert "fact_key_id" in leads(table), table
     for table in HOT_TABLES:
         assert "tenant_id" in leads(table), table
+
+
+def foreign_keys(table: str) -> set[str]:
+    """The columns of ``table`` that carry a foreign-key constraint."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT a.attname FROM pg_constraint c
+            JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY(c.conkey)
+            WHERE c.contype = 'f' AND c.conrelid = %s::regclass
+            """, [table])
+        return {name for (name,) in cursor.fetchall()}
+
+
+def test_bulk_rows_reach_tenant_and_subject_through_their_fact_key():
+    """The rows the ledger writes in bulk check their fact key (which checks
+    its subject, which checks its tenant) but not their own tenant and
+    subject columns: each check is a lookup per row at commit and a
+    key-share lock on the tenant row every writer shares (facts/models.py,
+    ``UNCHECKED``). Rows without a fact key keep their subject's check."""
+    assert foreign_keys("facts_assertion") == {"fact_key_id"}
+    assert foreign_keys("facts_currentfact") == {"fact_key_id"}
+    assert foreign_keys("facts_event") == {"fact_key_id", "subject_id"}
+    assert foreign_keys("facts_webhookreceipt") == set()
+    assert foreign_keys("facts_factkey") == {"tenant_id", "subject_id"}
+    assert foreign_keys("facts_subject") == {"tenant_id"}
+
+
+def test_erasing_a_tenant_still_removes_its_bulk_rows(agent):
+    """Deletion cascades in Django, constraint or not."""
+    from facts.models import Assertion, CurrentFact, Event, WebhookReceipt
+    from tests.factories import assertion_data
+
+    agent.assert_fact(assertion_data(value="Berlin"))
+    tenant = agent.tenant
+    models = (Assertion, CurrentFact, Event, WebhookReceipt)
+    assert all(m.objects.filter(tenant=tenant).exists() for m in models)
+    tenant.delete()
+    assert not any(m.objects.filter(tenant_id=tenant.id).exists() for m in models)
