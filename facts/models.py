@@ -143,7 +143,9 @@ class FactKey(models.Model):
     """(tenant, subject, entity, predicate, scope): what can conflict with
     what. Its row is the lock that serialises writes to the key."""
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, db_index=False)  # leads fact_key_unique
+    # Unchecked like the bulk rows below: the subject's constraint reaches the tenant.
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, db_index=False,  # leads fact_key_unique
+                               db_constraint=False)
     subject = models.ForeignKey(Subject, on_delete=models.CASCADE, related_name="fact_keys")
     entity = models.CharField(max_length=200)
     predicate = models.CharField(max_length=200)
@@ -164,9 +166,10 @@ class FactKey(models.Model):
 
 
 # The high-volume rows the ledger writes in bulk (assertions, events,
-# projection rows, receipts) keep no database constraint on their tenant,
-# and those with a fact key none on their subject: the fact key's own
-# constraints (key -> subject -> tenant) carry that integrity, and each
+# projection rows, receipts; fact keys too) keep no database constraint on
+# their tenant, and those with a fact key none on their subject: the
+# constraints of the fact key and its subject (key -> subject -> tenant)
+# carry that integrity, and each
 # constraint check costs a lookup per row at commit (a third of a 500-event
 # batch's commit) and a key-share lock on the one tenant row every
 # concurrent writer shares. Deletion still cascades (Django does it).

@@ -67,8 +67,8 @@ def foreign_keys(table: str) -> set[str]:
 
 
 def test_bulk_rows_reach_tenant_and_subject_through_their_fact_key():
-    """The rows the ledger writes in bulk check their fact key (which checks
-    its subject, which checks its tenant) but not their own tenant and
+    """The rows the ledger writes in bulk check their fact key, which checks
+    its subject, which checks its tenant, but not their own tenant and
     subject columns: each check is a lookup per row at commit and a
     key-share lock on the tenant row every writer shares (facts/models.py,
     ``UNCHECKED``). Rows without a fact key keep their subject's check."""
@@ -76,7 +76,7 @@ def test_bulk_rows_reach_tenant_and_subject_through_their_fact_key():
     assert foreign_keys("facts_currentfact") == {"fact_key_id"}
     assert foreign_keys("facts_event") == {"fact_key_id", "subject_id"}
     assert foreign_keys("facts_webhookreceipt") == set()
-    assert foreign_keys("facts_factkey") == {"tenant_id", "subject_id"}
+    assert foreign_keys("facts_factkey") == {"subject_id"}
     assert foreign_keys("facts_subject") == {"tenant_id"}
 
 
