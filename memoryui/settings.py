@@ -24,6 +24,11 @@ Variables (all optional):
 - ``MEMORYUI_RECEIPT_RETENTION_DAYS`` (30): whole days an inbound webhook or
   batch event's idempotency receipt is kept; older ones are purged nightly
   (``facts/retention.py``).
+- ``DATABASE_CONN_MAX_AGE`` (60): seconds a process keeps its database
+  connection between requests (Django's ``CONN_MAX_AGE``). ``0`` under
+  ``manage.py runserver`` (``bin/demo`` sets it): its threads never close
+  the connections they keep, so each request thread would hold one until
+  PostgreSQL runs out.
 - ``MEMORYUI_PREPARED_STATEMENTS`` (``1``): the hot reads (facts now,
   context) run as server-side prepared statements, planned once per
   connection. ``0`` behind a pooler that cannot keep them (PgBouncer in
@@ -103,7 +108,8 @@ TEMPLATES = [
 WSGI_APPLICATION = "memoryui.wsgi.application"
 
 DATABASES = {
-    "default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60),
+    "default": dj_database_url.parse(os.environ["DATABASE_URL"],
+                                     conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "60"))),
 }
 DATABASES["default"].setdefault("TEST", {})["NAME"] = os.environ.get("TEST_DATABASE_NAME", "test_memoryui")
 # Only cursors that bind on the server prepare (facts.queries.prepared_cursor,

@@ -18,3 +18,65 @@ def test_start_up_objects_are_frozen_out_of_full_collections():
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env={**os.environ, "DJANGO_SETTINGS_MODULE":
                          "memoryui.settings"}, capture_output=True, text=True, timeout=120, check=True).stdout.split()
     assert int(out[0]) > 50_000 and out[1:] == ["True", "True"], out
+
+
+def test_the_demo_server_does_not_keep_a_connection_per_request_thread(transactional_db):
+    """bin/demo serves with ``manage.py runserver``, whose request threads
+    never close the database connection they keep: with the demo's
+    ``DATABASE_CONN_MAX_AGE=0`` a burst of parallel requests leaves no
+    connection behind (with the default 60 every thread kept one until
+    PostgreSQL refused new clients)."""
+    import socket
+    import threading
+    import time
+    import urllib.error
+    import urllib.request
+
+    from django.conf import settings
+    from django.db import connection
+
+    db = settings.DATABASES["default"]
+    url = f"postgresql://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    def server_connections() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                           "AND pid <> pg_backend_pid()")
+            return cursor.fetchone()[0]
+
+    env = {**os.environ, "DATABASE_URL": url, "DATABASE_CONN_MAX_AGE": "0", "DEBUG": "1"}
+    server = subprocess.Popen([sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"], cwd=ROOT,
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def get() -> int:
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/api/v1/subjects/u-1/facts",
+                                             headers={"Authorization": "Bearer mui_unknown"})
+            try:
+                return urllib.request.urlopen(request, timeout=30).status
+            except urllib.error.HTTPError as exc:
+                return exc.code
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                assert get() == 401
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert time.monotonic() < deadline, "runserver did not start"
+                time.sleep(0.3)
+        before = server_connections()
+        answers: list[int] = []
+        threads = [threading.Thread(target=lambda: answers.append(get())) for _ in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert answers == [401] * 12
+        time.sleep(0.5)
+        assert server_connections() <= before
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
