@@ -63,7 +63,7 @@ class PolicyForm(forms.Form):
     cardinality = forms.ChoiceField(choices=[("one", "one value"), ("many", "many values")])
     stakes = forms.ChoiceField(choices=[("low", "low"), ("high", "high: confirm changes")])
     authority = forms.ChoiceField(choices=[("user", "the user"), ("system_record", "system of record")])
-    ttl_seconds = forms.IntegerField(required=False, min_value=1, label="TTL (seconds)")
+    ttl_seconds = forms.IntegerField(required=False, min_value=1, max_value=2**31 - 1, label="TTL (seconds)")
 
 
 class RankingForm(forms.Form):

@@ -122,7 +122,10 @@ def build_timeline(*, versions: list[dict], now: datetime, width: int = WIDTH) -
     moments = [m for m in moments if m is not None]
     start, end = min(moments), max(moments)
     pad = max((end - start) * 0.06, timedelta(days=2))
-    start, end = start - pad, end + pad
+    # Padded, but never past the calendar's ends (a claim from the year 1).
+    start = start - pad if start - datetime.min.replace(tzinfo=start.tzinfo) > pad else datetime.min.replace(
+        tzinfo=start.tzinfo)
+    end = end + pad if datetime.max.replace(tzinfo=end.tzinfo) - end > pad else datetime.max.replace(tzinfo=end.tzinfo)
     inner = width - 2 * SIDE
     total = (end - start).total_seconds()
 

@@ -25,7 +25,7 @@ from facts.models import Tenant
 from facts.policy import policy_view_at, policy_views_at, ranking_at
 from facts.projection import iso
 from facts.tenants import KeyCheck, tenant_for_api_key
-from facts.webhooks import dispatch_batch
+from facts.webhooks import BATCH_KEY_PREFIX, MAX_IDEMPOTENCY_KEY, dispatch_batch
 
 BATCH_LIMIT = 1000
 
@@ -162,6 +162,8 @@ def post_batch(request):
     for i, event in enumerate(events):
         if not isinstance(event, dict) or not isinstance(event.get("id"), str) or not event["id"]:
             raise InputError("is required: a string idempotency key", f"events[{i}].id")
+        if len(event["id"]) > MAX_IDEMPOTENCY_KEY - len(BATCH_KEY_PREFIX):
+            raise InputError(f"is longer than {MAX_IDEMPOTENCY_KEY - len(BATCH_KEY_PREFIX)} characters", f"events[{i}].id")
     answers = dispatch_batch(request.auth, events, actor=_actor(request))
     return {"results": [{"id": event["id"], "status": status, **payload}
                         for event, (status, payload) in zip(events, answers)]}

@@ -344,6 +344,8 @@ def _register_unclassified(tenant: Tenant, predicates: set[str], now: datetime) 
         ])
 
 
+# The largest TTL the policy column holds (a PostgreSQL integer).
+MAX_TTL_SECONDS = 2**31 - 1
 _ASSERTIONS = Assertion._meta.db_table
 _SUBJECTS = Subject._meta.db_table
 _KEYS = FactKey._meta.db_table
@@ -984,8 +986,10 @@ def set_predicate_policy(*, tenant: Tenant, predicate: str, cardinality: str, st
         raise InputError("must be 'low' or 'high'", "stakes")
     if authority not in ("user", "system_record"):
         raise InputError("must be 'user' or 'system_record'", "authority")
-    if ttl_seconds is not None and (isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int) or ttl_seconds <= 0):
-        raise InputError("must be a positive number of seconds or null", "ttl_seconds")
+    if ttl_seconds is not None and (isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int)
+                                    or not 0 < ttl_seconds <= MAX_TTL_SECONDS):
+        raise InputError(f"must be a number of seconds from 1 to {MAX_TTL_SECONDS:,} (68 years), or null",
+                         "ttl_seconds")
     with transaction.atomic():
         now = timezone.now()
         PredicatePolicy.objects.create(

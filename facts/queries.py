@@ -75,7 +75,10 @@ def prepared_cursor():
 
 
 def get_subject(*, tenant: Tenant, external_id: str) -> Subject:
-    """The tenant's subject with this external id. Raises :class:`NotFound`."""
+    """The tenant's subject with this external id. Raises :class:`NotFound`
+    (also for an id no subject can have: one holding a NUL character)."""
+    if "\x00" in external_id:
+        raise NotFound("no such subject")
     subject = Subject.objects.filter(tenant=tenant, external_id=external_id).first()
     if subject is None:
         raise NotFound("no such subject")

@@ -233,7 +233,10 @@ def _natural_end(claim: Claim, policy: Policy) -> datetime | None:
 def _ttl_end(claim: Claim, policy: Policy) -> datetime | None:
     if policy.ttl_seconds is None:
         return None
-    return claim.valid_from + timedelta(seconds=policy.ttl_seconds)
+    try:
+        return claim.valid_from + timedelta(seconds=policy.ttl_seconds)
+    except OverflowError:  # past the year 9999: the claim does not expire in any time we can name
+        return None
 
 
 def _resolve_many(claims: Sequence[Claim], policy: Policy, resolution: Resolution) -> None:

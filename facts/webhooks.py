@@ -153,7 +153,13 @@ def _batch_item(event: Any, prefix: str) -> ledger.Item | None:
     return parse(event["data"], f"{prefix}data") if parse else None
 
 
-def dispatch_batch(tenant: Tenant, events: list[dict], *, actor: str, key_prefix: str = "batch:") -> list[tuple[int, dict]]:
+# An idempotency key is stored in WebhookReceipt.webhook_id (300 characters).
+MAX_IDEMPOTENCY_KEY = WebhookReceipt._meta.get_field("webhook_id").max_length
+BATCH_KEY_PREFIX = "batch:"
+
+
+def dispatch_batch(tenant: Tenant, events: list[dict], *, actor: str,
+                   key_prefix: str = BATCH_KEY_PREFIX) -> list[tuple[int, dict]]:
     """Apply a batch of envelopes, each with its own ``"id"`` idempotency key
     (API.md, "Batch import"); one ``(status, body)`` per event, in order.
 
@@ -247,12 +253,15 @@ def inbound(request: HttpRequest, tenant_slug: str) -> JsonResponse:
     """
     from django.conf import settings
 
+    webhook_id = request.headers.get("webhook-id", "")
+    if len(webhook_id) > MAX_IDEMPOTENCY_KEY or "\x00" in webhook_id:
+        return _error(400, f"must be at most {MAX_IDEMPOTENCY_KEY} characters, without NUL", "webhook-id")
     # The tenant, its secrets and the receipt of this webhook id in one
     # round trip; the receipt is used only once the signature is verified.
     tenant_rows, receipts = fetch_together(
         tenant_with_secrets_statement(tenant_slug),
         _receipt(f"tenant_id = (SELECT id FROM {Tenant._meta.db_table} WHERE slug = %s) AND webhook_id = %s",
-                 [tenant_slug, request.headers.get("webhook-id", "")]),
+                 [tenant_slug, webhook_id]),
     )
     tenant, secrets = tenant_with_secrets_from(tenant_rows)
     if tenant is None:

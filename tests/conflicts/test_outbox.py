@@ -38,6 +38,8 @@ def test_registering_an_endpoint_returns_its_secret_once(agent, receiver):
     ({"url": "ftp://example.com/x"}, "url"),
     ({"url": "/relative"}, "url"),
     ({"url": "https://user:pw@example.com/x"}, "url"),
+    ({"url": "http://example.com:99999/x"}, "url"), ({"url": "http://example.com:0/x"}, "url"),
+    ({"url": "http://example.com/a b"}, "url"),
     ({"url": "https://example.com/" + "x" * 2000}, "url"),
     ({"url": "https://example.com/x", "event_types": "conflict.opened"}, "event_types"),
     ({"url": "https://example.com/x", "event_types": ["conflict.opened", "fact.asserted"]}, "event_types[1]"),

@@ -124,3 +124,9 @@ def test_tenant_settings_are_editable_in_the_admin(world, people):
 
     assert response.status_code == 302
     assert (tenant.name, tenant.prompt_escalation_seconds) == ("Renamed", 3600)
+
+
+def test_a_subject_id_no_subject_can_have_is_404_not_500(people, world):
+    """A NUL character reached the database (a 500); no subject has one."""
+    response = people["admin"].get(f"/console/{world.agent.slug}/subjects/bad%00id/")
+    assert response.status_code == 404

@@ -134,3 +134,17 @@ def test_look_back_refuses_future_days_and_takes_the_last_day_there_is(person, b
 
     assert response.status_code == status
     assert text in response.content
+
+
+def test_a_correction_from_the_year_1_leaves_the_memory_page_working(person):
+    """The timeline pads its ends; padding a claim from the year 1 went past
+    the calendar and the memory page answered 500 for good."""
+    berlin = person.remember(predicate="city_of_residence", value="Berlin", valid_from="2025-03-01T00:00:00Z")
+
+    response = person.client.post(f"/memories/{berlin['assertion_id']}/correct", {"value": "Rome", "since": "0001-01-01"})
+
+    assert response.status_code == 302
+    correction = Assertion.objects.get(subject=person.subject, source_kind="correction")
+    page = person.client.get(f"/memories/{correction.id}/")
+    assert page.status_code == 200
+    assert b"Rome" in page.content

@@ -366,3 +366,77 @@ def test_a_signed_body_that_is_not_utf8_is_400_not_a_signature_failure(agent):
 
     assert (response.status_code, response.json()["field"]) == (400, "body")
     assert row_counts(agent.tenant) == before
+
+
+# Edges found by a new user's trial: each a 500 before, now a 400 naming
+# the field, with nothing written.
+@pytest.mark.parametrize("field,value", [
+    ("valid_from", "0001-01-01T00:00:00+14:00"), ("valid_to", "9999-12-31T23:59:59-14:00"),
+    ("stated_at", "0001-01-01T00:00:00+01:00"),
+])
+def test_a_time_outside_the_calendar_once_in_utc_is_400_naming_it(agent, field, value):
+    before = row_counts(agent.tenant)
+
+    response = agent.webhook("fact.asserted", {**assertion_data(valid_from="2000-01-01T00:00:00Z"), field: value})
+
+    assert (response.status_code, response.json()["field"]) == (400, f"data.{field}")
+    assert row_counts(agent.tenant) == before
+
+
+def test_a_statement_dated_after_its_arrival_is_400(agent):
+    """A stated_at in the future would win every later tie (write rule
+    step 6, later statement wins); five minutes of clock skew are allowed."""
+    soon = (datetime.now(timezone.utc) + timedelta(minutes=3)).isoformat()
+    assert agent.webhook("fact.asserted", assertion_data(value="Lisbon", stated_at=soon)).status_code == 200
+    before = row_counts(agent.tenant)
+
+    response = agent.webhook("fact.asserted", assertion_data(value="Porto", stated_at="2999-01-01T00:00:00Z"))
+
+    assert (response.status_code, response.json()["field"]) == (400, "data.stated_at")
+    assert row_counts(agent.tenant) == before
+
+
+@pytest.mark.parametrize("webhook_id", ["x" * 301, "msg\x00id"])
+def test_a_webhook_id_that_cannot_be_stored_is_400(agent, webhook_id):
+    before = row_counts(agent.tenant)
+    body = envelope(assertion_data())
+
+    response = agent.client.post(f"/webhooks/{agent.slug}/", body, content_type="application/json",
+                                 headers=agent.signed_headers(body, webhook_id=webhook_id))
+
+    assert (response.status_code, response.json()["field"]) == (400, "webhook-id")
+    assert row_counts(agent.tenant) == before
+
+
+def test_a_batch_event_id_too_long_to_store_refuses_the_batch(agent):
+    before = row_counts(agent.tenant)
+    events = [{"id": "ok", "type": "fact.asserted", "data": assertion_data()},
+              {"id": "y" * 295, "type": "fact.asserted", "data": assertion_data(value="Rome")}]
+
+    response = agent.api("POST", "/assertions/batch", {"events": events})
+
+    assert (response.status_code, response.json()["field"]) == (400, "events[1].id")
+    assert row_counts(agent.tenant) == before
+
+
+def test_an_expiring_claim_from_the_year_9999_resolves(agent):
+    """valid_from + TTL past the year 9999 went past the calendar (500): the
+    claim then simply does not expire in any time we can name."""
+    assert agent.api("PUT", "/predicates/mood", {"cardinality": "one", "stakes": "low",
+                                                 "ttl_seconds": 7 * 86400}).status_code == 200
+
+    answer = agent.assert_fact(assertion_data(predicate="mood", value="calm", valid_from="9999-12-30T00:00:00Z"))
+
+    assert answer["outcome"] == "created"
+    facts = agent.get("/subjects/u-1/facts", valid_at="9999-12-31T00:00:00Z", predicate="mood")["facts"]
+    assert [f["value"] for f in facts] == ["calm"]
+
+
+def test_a_ttl_the_policy_column_cannot_hold_is_400(agent):
+    from facts.models import PredicatePolicy
+
+    count = PredicatePolicy.objects.count()
+    response = agent.api("PUT", "/predicates/mood", {"cardinality": "one", "stakes": "low", "ttl_seconds": 2**31})
+
+    assert (response.status_code, response.json()["field"]) == (400, "ttl_seconds")
+    assert PredicatePolicy.objects.count() == count
