@@ -55,9 +55,12 @@ def record(*, request: HttpRequest, response: HttpResponse, user) -> AuditEntry:
     tenant = getattr(request, "console_tenant", None)
     match = getattr(request, "resolver_match", None)
     action = f"{match.namespace}:{match.url_name}" if match and match.namespace else (match.url_name if match else "")
+    path = request.path
+    if match and "token" in match.kwargs:  # a sign-in link's secret is not kept, even once used
+        path = path.replace(match.kwargs["token"], "[token]")
     return AuditEntry.objects.create(
         tenant_id=tenant.id if tenant is not None else tenant_id, user=user, actor=actor, role=role,
-        action=action or "unknown", method=request.method, path=request.path[:500],
+        action=action or "unknown", method=request.method, path=path[:500],
         status_code=response.status_code, ip=client_ip(request), detail=getattr(request, "audit_detail", {}),
         at=timezone.now(),
     )

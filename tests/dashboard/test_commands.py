@@ -33,3 +33,20 @@ def test_login_link_for_an_unknown_subject_fails_and_writes_nothing(person):
         call_command("login_link", person.agent.slug, "nobody", stdout=io.StringIO())
 
     assert LoginLink.objects.count() == count
+
+
+def test_the_audit_log_keeps_no_sign_in_token(person):
+    """Using a link signs the person in, which the audit records; the
+    link's secret is not part of what it keeps."""
+    from django.test import Client
+
+    from console.models import AuditEntry
+    from facts.access import mint_login_link
+
+    link = mint_login_link(subject=person.subject, actor="test")
+    token = link.url.rstrip("/").rsplit("/", 1)[1]
+    response = Client().post(f"/login/{token}/")
+
+    assert response.status_code == 302
+    entry = AuditEntry.objects.get(action__endswith="login_link")
+    assert token not in entry.path and entry.path.endswith("/[token]/")
