@@ -13,7 +13,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 from facts.resolve import SOURCE_KINDS, content_hash, normalise_value
@@ -21,9 +21,6 @@ from facts.resolve import SOURCE_KINDS, content_hash, normalise_value
 MAX_VALUE_BYTES = 4096
 # Envelope (2) + event list (2) + data (1) + a value nested MAX_VALUE_DEPTH deep.
 MAX_VALUE_DEPTH = 8
-# Clock skew allowed between a sender's stated_at and our receipt (the
-# Standard Webhooks timestamp tolerance).
-STATED_AT_SKEW = timedelta(minutes=5)
 MAX_BODY_DEPTH = 5 + MAX_VALUE_DEPTH
 MAX_EVIDENCE_CHARS = 10_000
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}$")
@@ -191,11 +188,6 @@ def parse_assertion(data: Any, *, received_at: datetime, prefix: str = "data") -
     if confidence is not None and (isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 <= confidence <= 1):
         raise InputError("must be a number between 0 and 1", f("source.confidence"))
     stated_at = parse_optional_time(data.get("stated_at"), f("stated_at")) or received_at
-    if stated_at > received_at + STATED_AT_SKEW:
-        # Ties between equal starts go to the later statement (write rule
-        # step 6): a statement dated in the future would win every one.
-        raise InputError(f"is after the time it was received ({received_at.isoformat()}); a statement "
-                         f"cannot be made later than it arrives", f("stated_at"))
     valid_from = parse_optional_time(data.get("valid_from"), f("valid_from")) or stated_at
     valid_to = parse_optional_time(data.get("valid_to"), f("valid_to"))
     if valid_to is not None and valid_to <= valid_from:
