@@ -272,8 +272,9 @@ def write_report(results: dict, directory: Path) -> Path:
     m = results.get("machine", {})
     lines = ["# memoryui benchmark", "",
              f"Command: `python -m bench.run --sizes {cfg.get('sizes')} --preload {cfg.get('preload')}` "
-             f"(slice {cfg.get('slice')} batch + {cfg.get('webhook_slice')} webhook assertions per size, "
-             f"{cfg.get('clients')} client connections, {cfg.get('web_workers')} gunicorn workers, "
+             f"(slice {cfg.get('slice')} batch + {cfg.get('webhook_slice')} webhook assertions per size over "
+             f"{cfg.get('clients')} client connections, then {cfg.get('webhook_single_slice', 0)} webhook "
+             f"assertions over one; {cfg.get('web_workers')} gunicorn workers, "
              f"{cfg.get('read_samples')} requests per read kind). Started {results.get('started_at')}, "
              f"took {results.get('seconds')} s.", "",
              f"Machine: {m.get('cpus')} CPUs, {m.get('memory_gib')} GiB, PostgreSQL {m.get('postgresql')}, "
