@@ -1,12 +1,13 @@
 """Fewer round trips to PostgreSQL, for the hot paths.
 
 - :func:`insert_rows` / :class:`Writes`: rows go by ``COPY`` or one
-  multi-row ``INSERT``, without building Django model instances or
+  ``INSERT`` fed one JSON array, without building Django model instances or
   preparing each value through its field (both cost more than the rest of
   a batch write), and consecutive statements go in one round trip. Used by
   ``facts/ledger.py`` and the idempotency receipts of ``facts/webhooks.py``.
-- :func:`fetch_together`: several reads in one round trip, for the write
-  path's lookups and the as-of read (``facts/queries.py``). It only reads.
+- :func:`fetch_together`: several statements that return rows in one round
+  trip, for the write path's lookups (and its ``INSERT … RETURNING`` of new
+  keys) and the as-of read (``facts/queries.py``).
 - :class:`Select`: a read of chosen columns of one model with a written
   ``WHERE``, for the hot paths where building and compiling a queryset
   costs more than running it. Django's field converters still apply.
@@ -31,8 +32,8 @@ COPY_THRESHOLD = 64
 
 
 def insert_rows(model, objs: list, *, ignore_conflicts: bool = False) -> None:
-    """Insert rows in bulk: ``COPY`` for many rows, one multi-row ``INSERT``
-    for a few (a single webhook's rows).
+    """Insert rows in bulk: ``COPY`` for many rows, one ``INSERT … SELECT
+    FROM jsonb_populate_recordset`` for a few (a single webhook's rows).
 
     ``objs`` are model instances, light rows (any object whose ``__dict__``
     holds column attnames, e.g. :class:`types.SimpleNamespace`) or
@@ -93,7 +94,6 @@ class Writes:
         # A few rows: one INSERT whose rows travel as one JSON parameter
         # (json.dumps in C), not one parameter per value quoted in Python;
         # the statement text stays the same whatever the number of rows.
-        names = [name for name, _, _ in columns]
         payload = json.dumps([dict(zip(names, (_plain(v) for v in row))) for row in rows], default=_json_default,
                              ensure_ascii=False, separators=(",", ":"))
         self.execute(insert_sql + (" ON CONFLICT DO NOTHING" if ignore_conflicts else ""), [payload])
@@ -145,9 +145,9 @@ def _default(field, now) -> Any:
 
 
 def _copy_plan(model) -> tuple[str, str, list[tuple[str, Any, Any]]]:
-    """``COPY … FROM STDIN`` and ``INSERT … VALUES`` (without the rows) of
-    ``model``, and its columns as ``(attname, wrap, field)``; cached per
-    model."""
+    """``COPY … FROM STDIN`` and ``INSERT … SELECT`` from one JSON array
+    parameter of ``model``, and its columns as ``(attname, wrap, field)``;
+    cached per model."""
     if model not in _copy_plans:
         fields = [f for f in model._meta.concrete_fields
                   if not (f.primary_key and f.get_internal_type() in ("AutoField", "BigAutoField", "SmallAutoField"))]
@@ -241,21 +241,19 @@ def fetch_together(*queries: QuerySet | Select | tuple[str, list]) -> list[list]
     the querysets on their own; a queryset that can match nothing, and
     ``Select.NOTHING``, cost no statement.
     """
-    plans: list[tuple] = []
+    plans: list[tuple] = []  # (convert rows, sql or None when it can match nothing, params)
     for query in queries:
         if isinstance(query, tuple):
-            plans.append((None, *query))
-            continue
-        if isinstance(query, Select):
-            plans.append((query, query.sql, query.params))
-            continue
-        compiler = query.query.get_compiler(using=query.db)
-        try:
-            sql, params = compiler.as_sql()
-        except EmptyResultSet:
-            plans.append((compiler, None, None))
-            continue
-        plans.append((compiler, sql, list(params)))
+            plans.append((list, *query))
+        elif isinstance(query, Select):
+            plans.append((query.convert, query.sql, query.params))
+        else:
+            compiler = query.query.get_compiler(using=query.db)
+            try:
+                sql, params = compiler.as_sql()
+            except EmptyResultSet:
+                sql, params = None, ()
+            plans.append((lambda rows, q=query, c=compiler: _convert(q, c, rows), sql, list(params)))
     sent = [p for p in plans if p[1] is not None]
     fetched: list[list] = []
     if sent:
@@ -266,17 +264,7 @@ def fetch_together(*queries: QuerySet | Select | tuple[str, list]) -> list[list]
                     cursor.nextset()
                 fetched.append(cursor.fetchall())
     rows_of = iter(fetched)
-    out = []
-    for query, (compiler, sql, _) in zip(queries, plans):
-        if sql is None:
-            out.append([])
-        elif compiler is None:
-            out.append(next(rows_of))
-        elif isinstance(compiler, Select):
-            out.append(compiler.convert(next(rows_of)))
-        else:
-            out.append(_convert(query, compiler, next(rows_of)))
-    return out
+    return [[] if sql is None else convert(next(rows_of)) for convert, sql, _ in plans]
 
 
 def _convert(query: QuerySet, compiler, rows: list) -> list:
