@@ -92,16 +92,24 @@ def tenant_for_api_key(raw: str) -> Tenant | None:
     if row is None:
         return None
     key_id, last_used_at, *tenant_values = row
-    record_key_use(key_id, last_used_at)
-    return Tenant.from_db(connection.alias, [f.attname for f in Tenant._meta.concrete_fields], tenant_values)
-
-
-def record_key_use(key_id: int, last_used_at) -> None:
-    """Record that the live key ``key_id`` (last used at ``last_used_at``)
-    was used now: at most once a minute, one ``UPDATE`` only then."""
     now = timezone.now()
     if last_used_at is None or now - last_used_at > KEY_USE_RECORDED_EVERY:
-        ApiKey.objects.filter(pk=key_id).update(last_used_at=now)
+        _record_key_use(key_id, now)
+    return _tenant_from(tenant_values)
+
+
+def _record_key_use(key_id: int, at) -> None:
+    """``last_used_at`` of the key ``key_id`` is ``at`` (callers do it at
+    most once a minute: one ``UPDATE`` only then)."""
+    ApiKey.objects.filter(pk=key_id).update(last_used_at=at)
+
+
+_TENANT_ATTNAMES = [f.attname for f in Tenant._meta.concrete_fields]
+
+
+def _tenant_from(values) -> Tenant:
+    """A tenant from its columns in ``_TENANT_COLUMNS`` order."""
+    return Tenant.from_db(connection.alias, _TENANT_ATTNAMES, values)
 
 
 KEY_USE_RECORDED_EVERY = timedelta(minutes=1)
@@ -140,7 +148,7 @@ class KeyCheck:
         """The folded check found the key live (``KEY_COLUMNS``): record its
         use when it was last used over a minute before :meth:`params`."""
         if record_use:
-            ApiKey.objects.filter(pk=key_id).update(last_used_at=self._now)
+            _record_key_use(key_id, self._now)
 
     def tenant(self) -> Tenant | None:
         """The key's tenant (:func:`tenant_for_api_key`), or ``None``."""
@@ -149,28 +157,20 @@ class KeyCheck:
         return self._tenant
 
 
-def tenant_with_secrets(slug: str) -> tuple[Tenant | None, list[str]]:
-    """The tenant with this slug (``None`` if there is none) and the secrets
-    that may sign its inbound webhooks now, newest first (several during a
-    rotation). One query (:func:`tenant_with_secrets_statement`, for a
-    caller that sends it with others)."""
-    with connection.cursor() as cursor:
-        cursor.execute(*tenant_with_secrets_statement(slug))
-        return tenant_with_secrets_from(cursor.fetchall())
-
-
 def tenant_with_secrets_statement(slug: str) -> tuple[str, list]:
-    """``(sql, params)`` of :func:`tenant_with_secrets`; its rows go to
-    :func:`tenant_with_secrets_from`."""
+    """``(sql, params)`` reading the tenant with this slug and the secrets
+    that may sign its inbound webhooks now, newest first (several during a
+    rotation), for a caller that sends it with other statements (the
+    inbound webhook view); its rows go to :func:`tenant_with_secrets_from`."""
     return _TENANT_WITH_SECRETS_SQL, [timezone.now(), slug]
 
 
 def tenant_with_secrets_from(rows: list[tuple]) -> tuple[Tenant | None, list[str]]:
-    """What :func:`tenant_with_secrets` returns, from its statement's rows."""
+    """The tenant (``None`` if there is none) and its live secrets, newest
+    first, from the rows of :func:`tenant_with_secrets_statement`."""
     if not rows:
         return None, []
-    tenant = Tenant.from_db(connection.alias, [f.attname for f in Tenant._meta.concrete_fields], rows[0][1:])
-    return tenant, [r[0] for r in rows if r[0] is not None]
+    return _tenant_from(rows[0][1:]), [r[0] for r in rows if r[0] is not None]
 
 
 # One round trip per inbound webhook: the tenant's columns and its live

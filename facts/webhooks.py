@@ -224,7 +224,7 @@ def _error(status: int, detail: str, field: str | None) -> JsonResponse:
 def verify_signature(secrets: list[str], body: bytes, headers: dict[str, str]) -> None:
     """Check Standard Webhooks headers against every active secret of a
     tenant (several during rotation; see
-    :func:`facts.tenants.tenant_with_secrets`). Raises
+    :func:`facts.tenants.tenant_with_secrets_statement`). Raises
     ``WebhookVerificationError`` for a missing, malformed, stale (outside 5
     minutes) or wrong signature."""
     if not secrets:
