@@ -369,7 +369,8 @@ def _key_ident(subject_id: int, d: AssertionInput) -> tuple:
 
 
 def _lock(tenant: Tenant, asserted: list[AssertionInput], extra_ids: set[int], *, policies: PolicyCache) -> Locked:
-    """Write rule step 2's lock. One round trip row-locks, in id order, the
+    """Write rule step 2's lock, on a fresh ``policies``. One round trip
+    row-locks, in id order, the
     keys ``asserted`` name and the keys ``extra_ids`` (the same ``SELECT …
     FOR UPDATE`` may also lock other keys of the same subjects and
     predicates) and then, the locks held, reads the policies of the
@@ -378,15 +379,12 @@ def _lock(tenant: Tenant, asserted: list[AssertionInput], extra_ids: set[int], *
     payloads already held. Only when a subject or key does not exist yet
     does :func:`_create_keys` create what is missing.
 
-    A subject whose stored display name is empty takes the one given (a
-    statement then only)."""
-    names: dict[str, str] = {}
-    for d in asserted:
-        names[d.subject] = d.subject_name
+    Subjects whose stored display name is empty take the one given (one
+    statement, then only)."""
+    names = {d.subject: d.subject_name for d in asserted}
     idents = {(d.subject, d.entity, d.predicate, d.scope_kind, d.scope_key) for d in asserted}
     predicates = {d.predicate for d in asserted}
     externals = list(names)
-    policies.forget()
     policy_statement = policies.prefetch_statement(predicates)
     keys, subject_rows, held_rows, *policy_rows = fetch_together(
         Select(FactKey, where=f"tenant_id = %s AND (id = ANY(%s) OR (subject_id = ANY(ARRAY(SELECT id FROM "
@@ -402,9 +400,13 @@ def _lock(tenant: Tenant, asserted: list[AssertionInput], extra_ids: set[int], *
     if policy_statement:
         policies.load(predicates, policy_rows[0])
     subjects = {r["external_id"]: r["id"] for r in subject_rows}
-    for r in subject_rows:
-        if names[r["external_id"]] and not r["display_name"]:
-            Subject.objects.filter(pk=r["id"], display_name="").update(display_name=names[r["external_id"]])
+    unnamed = {r["id"]: names[r["external_id"]] for r in subject_rows
+               if names[r["external_id"]] and not r["display_name"]}
+    if unnamed:
+        writes = Writes()
+        writes.execute(f"UPDATE {_SUBJECTS} s SET display_name = u.n FROM unnest(%s::bigint[], %s::text[]) AS u(id, n) "
+                       f"WHERE s.id = u.id AND s.display_name = ''", [list(unnamed), list(unnamed.values())])
+        writes.send()
     found = {(k.subject_id, k.entity, k.predicate, k.scope_kind, k.scope_key): k for k in keys}
     missing = sorted(i for i in idents if (subjects.get(i[0]), *i[1:]) not in found)
     if missing:

@@ -146,10 +146,6 @@ class PolicyCache:
                 cursor.execute(*statement)
                 self.load(predicates, cursor.fetchall())
 
-    def forget(self) -> None:
-        """Drop everything loaded (to read it again after new locks)."""
-        self._ranking, self._policies, self.unregistered = None, {}, set()
-
     def prefetch_statement(self, predicates: set[str]) -> tuple[str, list] | None:
         """``(sql, params)`` that :meth:`prefetch` would run for
         ``predicates``, for a caller that sends it with other statements

@@ -615,3 +615,13 @@ def test_a_policy_for_a_predicate_no_assertion_could_use_is_400_and_writes_nothi
 
     assert (response.status_code, response.json()["field"]) == (400, "predicate")
     assert PredicatePolicy.objects.filter(tenant=agent.tenant).count() == before
+
+
+def test_a_subject_takes_the_first_name_given_and_keeps_it(agent):
+    agent.assert_fact(assertion_data(predicate="employer", value="Acme"))
+    assert Subject.objects.get(tenant=agent.tenant, external_id="u-1").display_name == ""
+
+    agent.assert_fact(assertion_data(predicate="employer", value="Globex", subject_name="Ada Lovelace"))
+    agent.assert_fact(assertion_data(predicate="pet", value="cat", subject_name="Someone Else"))
+
+    assert Subject.objects.get(tenant=agent.tenant, external_id="u-1").display_name == "Ada Lovelace"
