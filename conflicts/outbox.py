@@ -84,12 +84,14 @@ def create_endpoint(*, tenant: Tenant, url: Any, event_types: Any = None) -> tup
         raise InputError("must be an absolute http:// or https:// URL", "url")
     if parts.username or parts.password:
         raise InputError("must not contain credentials", "url")
+    if any(c.isspace() or ord(c) < 32 for c in url):
+        raise InputError("holds a space or a control character", "url")
     try:
-        parts.port  # noqa: B018 - urllib raises ValueError for a port outside 0-65535
+        port = parts.port  # urllib raises ValueError for a port outside 0-65535
     except ValueError:
-        raise InputError("has a port outside 1-65535", "url") from None
-    if parts.port == 0 or any(c.isspace() or ord(c) < 32 for c in url):
-        raise InputError("has a port outside 1-65535 or a control or space character", "url")
+        port = 0
+    if port == 0:
+        raise InputError("has a port outside 1-65535", "url")
     types = _event_types(event_types)
     _refuse_private_target(parts.hostname)
     endpoint = WebhookEndpoint.objects.create(tenant=tenant, url=url, secret=new_webhook_secret(), event_types=types,

@@ -123,9 +123,9 @@ def build_timeline(*, versions: list[dict], now: datetime, width: int = WIDTH) -
     start, end = min(moments), max(moments)
     pad = max((end - start) * 0.06, timedelta(days=2))
     # Padded, but never past the calendar's ends (a claim from the year 1).
-    start = start - pad if start - datetime.min.replace(tzinfo=start.tzinfo) > pad else datetime.min.replace(
-        tzinfo=start.tzinfo)
-    end = end + pad if datetime.max.replace(tzinfo=end.tzinfo) - end > pad else datetime.max.replace(tzinfo=end.tzinfo)
+    first, last = datetime.min.replace(tzinfo=start.tzinfo), datetime.max.replace(tzinfo=end.tzinfo)
+    start = start - pad if start - first > pad else first
+    end = end + pad if last - end > pad else last
     inner = width - 2 * SIDE
     total = (end - start).total_seconds()
 

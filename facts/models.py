@@ -139,13 +139,21 @@ class Subject(models.Model):
         return self.display_name or self.external_id
 
 
+# The high-volume rows the ledger writes in bulk (fact keys, assertions,
+# events, projection rows, receipts) keep no database constraint on their
+# tenant, and those with a fact key none on their subject: the chain row ->
+# fact key -> subject -> tenant checks each link once. Each dropped check
+# was a lookup per row at commit (a third of a 500-event batch's commit)
+# and a key-share lock on the one tenant row every concurrent writer
+# shares. Deletion still cascades (Django does it).
+UNCHECKED = {"db_constraint": False}
+
+
 class FactKey(models.Model):
     """(tenant, subject, entity, predicate, scope): what can conflict with
     what. Its row is the lock that serialises writes to the key."""
 
-    # Unchecked like the bulk rows below: the subject's constraint reaches the tenant.
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, db_index=False,  # leads fact_key_unique
-                               db_constraint=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, db_index=False, **UNCHECKED)  # leads fact_key_unique
     subject = models.ForeignKey(Subject, on_delete=models.CASCADE, related_name="fact_keys")
     entity = models.CharField(max_length=200)
     predicate = models.CharField(max_length=200)
@@ -165,15 +173,6 @@ class FactKey(models.Model):
         return self.scope_kind if self.scope_kind == "global" else f"{self.scope_kind}:{self.scope_key}"
 
 
-# The high-volume rows the ledger writes in bulk (assertions, events,
-# projection rows, receipts; fact keys too) keep no database constraint on
-# their tenant, and those with a fact key none on their subject: the
-# constraints of the fact key and its subject (key -> subject -> tenant)
-# carry that integrity, and each
-# constraint check costs a lookup per row at commit (a third of a 500-event
-# batch's commit) and a key-share lock on the one tenant row every
-# concurrent writer shares. Deletion still cascades (Django does it).
-UNCHECKED = {"db_constraint": False}
 
 class Assertion(models.Model):
     """One immutable claim as received (DESIGN.md, "assertion").
