@@ -17,7 +17,7 @@ from types import SimpleNamespace
 from datetime import datetime
 from typing import Any, Iterable
 
-from django.db import IntegrityError, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, transaction
 from django.utils import timezone
 
 from facts import events as ev
@@ -419,7 +419,8 @@ def _lock(tenant: Tenant, asserted: list[AssertionInput], extra_ids: set[int], *
     return Locked({r["payload_hash"]: r["id"] for r in held_rows}, subjects, by_ident, by_id)
 
 
-_KEY_FIELDS = ("id", "tenant_id", "subject_id", "entity", "predicate", "scope_kind", "scope_key")
+_KEY_FIELDS = [f.attname for f in FactKey._meta.concrete_fields]
+_KEY_COLUMNS = ", ".join(f.column for f in FactKey._meta.concrete_fields)
 
 
 def _create_keys(tenant: Tenant, idents: list[tuple], new_subjects: dict[str, str],
@@ -450,8 +451,8 @@ def _create_keys(tenant: Tenant, idents: list[tuple], new_subjects: dict[str, st
         f"INSERT INTO {_KEYS} (tenant_id, subject_id, entity, predicate, scope_kind, scope_key) "
         f"SELECT %s, u.* FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[]) "
         f"AS u(s, e, p, k, sk) ORDER BY u.s, u.e, u.p, u.k, u.sk "
-        f"ON CONFLICT DO NOTHING RETURNING {', '.join(_KEY_FIELDS)}", [tenant.id, *columns]))
-    keys = [FactKey.from_db("default", _KEY_FIELDS, row) for row in inserted]
+        f"ON CONFLICT DO NOTHING RETURNING {_KEY_COLUMNS}", [tenant.id, *columns]))
+    keys = [FactKey.from_db(DEFAULT_DB_ALIAS, _KEY_FIELDS, row) for row in inserted]
     if len(keys) < len(wanted):
         keys += Select(FactKey, where="tenant_id = %s AND subject_id = ANY(%s) AND predicate = ANY(%s)",
                        params=[tenant.id, list(set(columns[0])), list(set(columns[2]))],
