@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import time
 
-import requests
-
+from bench.client import Connection, timed_gets
 from bench.stats import latency_summary
 
 
@@ -38,10 +37,12 @@ def sign_in(*, base_url: str, api_key: str, subject: str):
     link. Raises ``RuntimeError`` when the link is refused."""
     from django.test import Client
 
-    response = requests.post(f"{base_url}/api/v1/subjects/{subject}/login-link",
-                             headers={"Authorization": f"Bearer {api_key}"}, timeout=60)
-    if response.status_code != 200:
-        raise RuntimeError(f"login-link for {subject} answered {response.status_code}: {response.text[:200]}")
+    connection = Connection(base_url, timeout=60)
+    response = connection.post(f"/api/v1/subjects/{subject}/login-link", b"",
+                               headers={"Authorization": f"Bearer {api_key}"})
+    connection.close()
+    if response.status != 200:
+        raise RuntimeError(f"login-link for {subject} answered {response.status}: {response.text[:200]}")
     path = "/" + response.json()["url"].split("/", 3)[3]
     client = Client()
     answer = client.post(path)
@@ -69,16 +70,7 @@ def measure_page(*, client, base_url: str, samples: int, warmup: int = 3) -> dic
             server.append(time.perf_counter() - started)
         status = response.status_code
         counts.append(len(ctx.captured_queries))
-    cookies = {name: morsel.value for name, morsel in client.cookies.items()}
-    session = requests.Session()
-    http = []
-    for n in range(samples + warmup):
-        started = time.perf_counter()
-        r = session.get(f"{base_url}/", cookies=cookies, timeout=120)
-        if n >= warmup:
-            http.append(time.perf_counter() - started)
-        if r.status_code != 200:
-            status = r.status_code
-    session.close()
+    cookie = "; ".join(f"{name}={morsel.value}" for name, morsel in client.cookies.items())
+    http = timed_gets(base_url=base_url, headers={"Cookie": cookie}, paths=["/"] * (samples + warmup), warmup=warmup)
     return {"server": latency_summary(server), "http": latency_summary(http), "queries": [min(counts), max(counts)],
             "status": status}
