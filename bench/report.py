@@ -100,6 +100,10 @@ def _verdict(ok) -> str:
     return "PASS" if ok is True else "FAIL" if ok is False else "n/a"
 
 
+def _percent(x) -> str:
+    return "-" if x is None else f"{x:.0%}"
+
+
 def _fmt(x, digits: int = 1) -> str:
     if x is None:
         return "-"
@@ -298,6 +302,14 @@ def write_report(results: dict, directory: Path) -> Path:
                   f"Batch outcomes: {_get(size, 'batch', 'outcomes')}. Webhook outcomes: "
                   f"{_get(size, 'webhook', 'outcomes')}.", ""]
         lines += _md_table(["figure", "memoryui", "baseline", "ratio"], figure_rows(size))
+        for key, how in (("webhook", f"{_get(results, 'config', 'clients')} concurrent clients"),
+                         ("webhook_single", "one connection")):
+            cpu = _get(size, key, "cpu_per_webhook")
+            if cpu:
+                lines += ["", f"CPU per signed webhook ({how}): web server {cpu['web_ms']} ms, PostgreSQL "
+                              f"{cpu['postgres_ms']} ms, client {cpu['client_ms']} ms, Celery worker "
+                              f"{cpu['celery_ms']} ms; the machine was busy {_percent(cpu['utilisation'])} of "
+                              f"the time ({cpu['machine_ms']} ms of CPU per webhook in all)."]
         lines += ["", f"Peak resident memory during build and ingest (MiB): {size.get('rss_peaks')}."]
     dash = results.get("dashboard") or {}
     lines += ["", "## Dashboard memory page", ""]

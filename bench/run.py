@@ -301,23 +301,30 @@ class Bench:
         """A webhook slice (``--webhook-slice`` assertions over ``--clients``
         connections unless given), one signed POST per event, then the
         same rows as one autocommitted INSERT each over as many
-        connections (latency per row)."""
-        from bench import baseline, client
+        connections (latency per row). The CPU each process group spent
+        per webhook is kept beside the latencies."""
+        from bench import baseline, client, server
         from bench.generate import TENANT
         from bench.stats import latency_summary
 
         clients = clients or self.args.clients
         hs = self.take(assertions or self.args.webhook_slice)
         log(f"{label}: webhook slice {sum(len(h.events) for h in hs):,} events, {clients} client(s)")
+        pids = {"web_pid": self.web.pid, "worker_pid": self.worker.pid}
+        before = server.read_cpu(**pids)
         r = client.post_webhooks(base_url=self.base_url, slug=TENANT, secret=self.creds[TENANT].webhook_secret,
                                  histories=hs, clients=clients,
                                  deadline_seconds=self.args.deadline_minutes * 60)
         hook = self._ingest_json(r)
+        hook["cpu_per_webhook"] = server.cpu_per_request(before, server.read_cpu(**pids), r.requests)
         chunks = baseline.insert_chunks(hs, tenant=TENANT, size=50)
         seconds, times = baseline.insert(self.url, chunks, clients=clients, latencies=True)
         rows = sum(len(c) for c in chunks)
         plain = {"rows": rows, "seconds": round(seconds, 3), "rows_per_second": round(rows / seconds, 1),
                  "latency": latency_summary(times)}
+        cpu = hook["cpu_per_webhook"]
+        log(f"{label}: CPU per webhook: web {cpu['web_ms']} ms, PostgreSQL {cpu['postgres_ms']} ms, client "
+            f"{cpu['client_ms']} ms, Celery {cpu['celery_ms']} ms; machine busy {cpu['utilisation']:.0%}")
         log(f"{label}: webhook p95 {hook['latency']['p95_ms']} ms ({clients} client(s)); "
             f"plain INSERT+COMMIT p95 {plain['latency']['p95_ms']} ms")
         return hook, plain

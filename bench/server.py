@@ -173,3 +173,64 @@ class RssMonitor:
                 peaks.runner = max(peaks.runner, me.memory_info().rss)
             except psutil.Error:
                 pass
+
+
+# Who spends the CPU of a measured phase. PostgreSQL is every process whose
+# name starts with "postgres" (the server is shared with nothing else
+# during a run), so its background writers count too.
+CPU_GROUPS = ("web", "postgres", "celery", "client")
+
+
+@dataclass
+class CpuReading:
+    """User + system CPU seconds so far, per process id, per group of
+    :data:`CPU_GROUPS`; and the machine's busy and idle seconds (all cores)."""
+
+    per_pid: dict[str, dict[int, float]]
+    machine_busy: float
+    machine_idle: float
+
+
+def read_cpu(*, web_pid: int | None, worker_pid: int | None) -> CpuReading:
+    """One :class:`CpuReading` of the web server (gunicorn and its
+    workers), the Celery worker, PostgreSQL and this process."""
+
+    def spent(procs) -> dict[int, float]:
+        out = {}
+        for p in procs:
+            try:
+                t = p.cpu_times()
+                out[p.pid] = t.user + t.system
+            except psutil.Error:
+                pass
+        return out
+
+    def tree(pid: int | None) -> list:
+        if pid is None:
+            return []
+        try:
+            root = psutil.Process(pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return []
+
+    postgres = [p for p in psutil.process_iter(["name"]) if (p.info["name"] or "").startswith("postgres")]
+    machine = psutil.cpu_times()
+    idle = machine.idle + getattr(machine, "iowait", 0.0)
+    return CpuReading({"web": spent(tree(web_pid)), "postgres": spent(postgres), "celery": spent(tree(worker_pid)),
+                       "client": spent([psutil.Process()])}, sum(machine) - idle, idle)
+
+
+def cpu_per_request(before: CpuReading, after: CpuReading, requests: int) -> dict:
+    """CPU milliseconds per request of each group between two readings (a
+    process born in between counts from zero; one that ended is left
+    out), and the machine's utilisation over the same time (0 to 1)."""
+    out: dict = {}
+    for group in CPU_GROUPS:
+        old = before.per_pid[group]
+        seconds = sum(t - old.get(pid, 0.0) for pid, t in after.per_pid[group].items())
+        out[f"{group}_ms"] = round(seconds / max(1, requests) * 1000, 2)
+    busy, idle = after.machine_busy - before.machine_busy, after.machine_idle - before.machine_idle
+    out["machine_ms"] = round(busy / max(1, requests) * 1000, 2)
+    out["utilisation"] = round(busy / (busy + idle), 3) if busy + idle > 0 else None
+    return out
