@@ -139,9 +139,19 @@ def batch_units(histories: Sequence[SubjectHistory], *, batch_size: int) -> list
     return units
 
 
-def _run_units(units: list, *, base_url: str, clients: int, send, deadline_seconds: float) -> IngestResult:
-    """Run ``send(connection, request, result, lock)`` for every request of
-    every unit, ``clients`` threads, each with its own :class:`Connection`."""
+def _run_units(units: list, *, base_url: str, clients: int, send, deadline_seconds: float,
+               rate: float | None = None) -> IngestResult:
+    """Run ``send(connection, request, result, lock, due)`` for every
+    request of every unit, ``clients`` threads, each with its own
+    :class:`Connection`.
+
+    Closed loop (``rate`` ``None``): each thread sends its next request as
+    soon as the last one is answered; ``due`` is ``None``. Open loop:
+    requests are due at ``rate`` per second from the start, whoever sends
+    them; a thread sleeps until the next due time, or sends at once when it
+    is late, and ``due`` (a ``perf_counter`` time) is when the request was
+    due, so that a latency measured from it includes the wait for a free
+    connection (no coordinated omission)."""
     work: queue.Queue = queue.Queue()
     for unit in units:
         work.put(unit)
@@ -149,6 +159,8 @@ def _run_units(units: list, *, base_url: str, clients: int, send, deadline_secon
     lock = threading.Lock()
     errors: list[BaseException] = []
     deadline = time.monotonic() + deadline_seconds
+    slots = iter(range(1 << 62))
+    started = 0.0
 
     def loop() -> None:
         connection = Connection(base_url, timeout=600)
@@ -161,7 +173,14 @@ def _run_units(units: list, *, base_url: str, clients: int, send, deadline_secon
                 for request in unit:
                     if time.monotonic() > deadline:
                         raise ClientError(f"deadline of {deadline_seconds:.0f} s passed")
-                    send(connection, request, result, lock)
+                    due = None
+                    if rate:
+                        with lock:
+                            due = started + next(slots) / rate
+                        ahead = due - time.perf_counter()
+                        if ahead > 0:
+                            time.sleep(ahead)
+                    send(connection, request, result, lock, due)
         except BaseException as exc:  # surfaced to the caller below
             errors.append(exc)
         finally:
@@ -207,7 +226,7 @@ def post_batches(*, base_url: str, api_key: str, units: list[list[list[BenchEven
     path = "/api/v1/assertions/batch"
     headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
 
-    def send(connection: Connection, request, result: IngestResult, lock: threading.Lock) -> None:
+    def send(connection: Connection, request, result: IngestResult, lock: threading.Lock, due) -> None:
         batch, body = request
         started = time.perf_counter()
         response = connection.post(path, body, headers=headers)
@@ -224,29 +243,33 @@ def post_batches(*, base_url: str, api_key: str, units: list[list[list[BenchEven
 
 
 def post_webhooks(*, base_url: str, slug: str, secret: str, histories: Sequence[SubjectHistory], clients: int,
-                  deadline_seconds: float = 3600.0) -> IngestResult:
+                  deadline_seconds: float = 3600.0, rate: float | None = None) -> IngestResult:
     """One signed ``POST /webhooks/<slug>/`` per event (Standard Webhooks
     headers, signed just before sending: the timestamp must be fresh),
-    whole subjects per client, ``clients`` connections at once. Latency is
-    per webhook. Raises :class:`ClientError` like :func:`post_batches`."""
+    whole subjects per client, ``clients`` connections at once: as fast as
+    answered, or ``rate`` webhooks per second offered (see
+    :func:`_run_units`; latency then counts from when each was due).
+    Latency is per webhook. Raises :class:`ClientError` like
+    :func:`post_batches`."""
     signer = Webhook(secret)
     path = f"/webhooks/{slug}/"
     units = [[(e, json.dumps(e.envelope, separators=(",", ":"))) for e in h.events] for h in histories]
 
-    def send(connection: Connection, request, result: IngestResult, lock: threading.Lock) -> None:
+    def send(connection: Connection, request, result: IngestResult, lock: threading.Lock, due) -> None:
         event, body = request
         now = datetime.now(timezone.utc)
         headers = {"Content-Type": "application/json", "webhook-id": event.id,
                    "webhook-timestamp": str(int(now.timestamp())),
                    "webhook-signature": signer.sign(event.id, now, body)}
-        started = time.perf_counter()
+        started = time.perf_counter() if due is None else due
         response = connection.post(path, body.encode(), headers=headers)
         elapsed = time.perf_counter() - started
         if response.status >= 500:
             raise ClientError(f"webhook answered {response.status}: {response.text[:300]}")
         _record(result, lock, [event], [{"status": response.status, **response.json()}], elapsed)
 
-    return _run_units(units, base_url=base_url, clients=clients, send=send, deadline_seconds=deadline_seconds)
+    return _run_units(units, base_url=base_url, clients=clients, send=send, deadline_seconds=deadline_seconds,
+                      rate=rate)
 
 
 def timed_gets(*, base_url: str, headers: dict[str, str], paths: Iterable[str], warmup: int = 5,

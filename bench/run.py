@@ -78,6 +78,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--webhook-single-slice", type=int, default=300,
                    help="assertions sent as signed webhooks over one connection per size, for the latency of a "
                         "webhook on its own (default 300; 0 skips)")
+    p.add_argument("--webhook-paced-load", type=float, default=0.5,
+                   help="then offer webhooks at this fraction of the rate the concurrent clients reached, over as "
+                        "many connections, for the latency at a stated load (default 0.5; 0 skips)")
+    p.add_argument("--webhook-paced-slice", type=int, default=600,
+                   help="assertions sent at the paced rate per size (default 600)")
     p.add_argument("--batch-size", type=int, default=500, help="events per batch request (1-1000, default 500)")
     p.add_argument("--clients", type=int, default=4, help="concurrent client connections (default 4)")
     p.add_argument("--web-workers", type=int, default=DEFAULT_WEB_WORKERS,
@@ -240,6 +245,12 @@ class Bench:
         if self.args.webhook_single_slice > 0:
             out["webhook_single"], out["baseline_insert_commit_single"] = self.measure_webhooks(
                 label, assertions=self.args.webhook_single_slice, clients=1)
+        if self.args.webhook_paced_load > 0:
+            rate = out["webhook"]["events_per_second"] * self.args.webhook_paced_load
+            out["webhook_paced"], _ = self.measure_webhooks(label, assertions=self.args.webhook_paced_slice,
+                                                            rate=rate)
+            out["webhook_paced"]["offered_per_second"] = round(rate, 1)
+            out["webhook_paced"]["offered_load"] = self.args.webhook_paced_load
         self.monitor.phase(None)
         out["stored_after"] = database.stored_assertions(self.url)
         out["reads"] = self.measure_reads(label)
@@ -296,10 +307,11 @@ class Bench:
         log(f"{label}: batch {batch['assertions_per_second']} assertions/s; plain INSERT {plain['rows_per_second']} rows/s")
         return batch, plain
 
-    def measure_webhooks(self, label: str, *, assertions: int | None = None,
-                         clients: int | None = None) -> tuple[dict, dict]:
+    def measure_webhooks(self, label: str, *, assertions: int | None = None, clients: int | None = None,
+                         rate: float | None = None) -> tuple[dict, dict]:
         """A webhook slice (``--webhook-slice`` assertions over ``--clients``
-        connections unless given), one signed POST per event, then the
+        connections unless given), one signed POST per event (as fast as
+        answered, or ``rate`` per second offered), then the
         same rows as one autocommitted INSERT each over as many
         connections (latency per row). The CPU each process group spent
         per webhook is kept beside the latencies."""
@@ -309,11 +321,12 @@ class Bench:
 
         clients = clients or self.args.clients
         hs = self.take(assertions or self.args.webhook_slice)
-        log(f"{label}: webhook slice {sum(len(h.events) for h in hs):,} events, {clients} client(s)")
+        log(f"{label}: webhook slice {sum(len(h.events) for h in hs):,} events, {clients} client(s)"
+            + (f", {rate:.0f} per second offered" if rate else ""))
         pids = {"web_pid": self.web.pid, "worker_pid": self.worker.pid}
         before = server.read_cpu(**pids)
         r = client.post_webhooks(base_url=self.base_url, slug=TENANT, secret=self.creds[TENANT].webhook_secret,
-                                 histories=hs, clients=clients,
+                                 histories=hs, clients=clients, rate=rate,
                                  deadline_seconds=self.args.deadline_minutes * 60)
         hook = self._ingest_json(r)
         hook["cpu_per_webhook"] = server.cpu_per_request(before, server.read_cpu(**pids), r.requests)
