@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,13 +21,26 @@ def test_start_up_objects_are_frozen_out_of_full_collections():
     assert int(out[0]) > 50_000 and out[1:] == ["True", "True"], out
 
 
+def test_start_up_imports_the_broker_transport_without_connecting():
+    """The broker transport is imported at start-up, so the first request
+    that queues a task does not pay for the imports; nothing connects to
+    the broker then (here it is a closed port: start-up still succeeds)."""
+    probe = "import sys, memoryui.wsgi; print('kombu.transport.redis' in sys.modules, 'redis' in sys.modules)"
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "memoryui.settings", "REDIS_URL": f"redis://127.0.0.1:{port}/0"}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=120, check=True).stdout.split()
+    assert out == ["True", "True"], out
+
+
 def test_the_demo_server_does_not_keep_a_connection_per_request_thread(transactional_db):
     """bin/demo serves with ``manage.py runserver``, whose request threads
     never close the database connection they keep: with the demo's
     ``DATABASE_CONN_MAX_AGE=0`` a burst of parallel requests leaves no
     connection behind (with the default 60 every thread kept one until
     PostgreSQL refused new clients)."""
-    import socket
     import threading
     import time
     import urllib.error
