@@ -308,7 +308,9 @@ def write_report(results: dict, directory: Path) -> Path:
         lines += ["", f"## {size['size']} stored", "",
                   f"{_fmt(size.get('stored_before'))} assertions before the measured slices, "
                   f"{_fmt(size.get('stored_after'))} after. Preload {_fmt(_get(size, 'preload', 'assertions'))} "
-                  f"assertions in {_get(size, 'preload', 'seconds')} s ({_get(size, 'preload', 'mode')}). "
+                  f"assertions in {_get(size, 'preload', 'seconds')} s ({_get(size, 'preload', 'mode')}), then "
+                  f"`VACUUM (ANALYZE)` and `CHECKPOINT` in {_get(size, 'preload', 'settle_seconds')} s before "
+                  "measuring. "
                   f"Batch outcomes: {_get(size, 'batch', 'outcomes')}. Webhook outcomes: "
                   f"{_get(size, 'webhook', 'outcomes')}.", ""]
         lines += _md_table(["figure", "memoryui", "baseline", "ratio"], figure_rows(size))
