@@ -278,10 +278,15 @@ def _split_proposals(claims: Sequence[Claim], policy: Policy) -> tuple[list[Clai
     """High stakes (write rule step 7): separate proposals from accepted claims.
 
     Walking the non-correction claims by valid time, one whose value differs
-    from the answer in force just before it starts (computed from the claims
-    accepted so far and all corrections), from a rank at least that answer's,
-    is a proposal, unless a live correction with the same value covering its
-    start confirms it. Low stakes: nothing is a proposal.
+    from the answer then in force, from a rank at least that answer's, is a
+    proposal, unless a live correction with the same value covering its
+    start confirms it. The answer then in force is computed from the claims
+    accepted so far that start before it and from every correction that
+    starts at or before it: a correction starting at the same instant
+    decides that instant, so a claim it outranks is overruled there, not
+    proposed (once one of two proposals with the same start is confirmed,
+    the other is no longer a pending change). Low stakes: nothing is a
+    proposal.
     """
     if policy.stakes != STAKES_HIGH:
         return list(claims), []
@@ -291,7 +296,8 @@ def _split_proposals(claims: Sequence[Claim], policy: Policy) -> tuple[list[Clai
     for claim in claims:
         if claim.source_kind == "correction":
             continue
-        earlier = [c for c in accepted if c.valid_from < claim.valid_from]
+        earlier = [c for c in accepted if c.valid_from < claim.valid_from
+                   or (c.source_kind == "correction" and c.valid_from == claim.valid_from)]
         prior = Resolution(policy=policy)
         _resolve_one(earlier, policy, prior)
         in_force = prior.at(claim.valid_from)

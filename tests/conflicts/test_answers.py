@@ -13,6 +13,7 @@ from conflicts.models import ClarificationPrompt, ReviewTask
 from conflicts.queries import reclassification_prompts
 from facts.models import Assertion, Conflict
 from tests.conflicts.conftest import counts, option_id
+from tests.factories import assertion_data
 from tests.conflicts.factories import ALTE, NEUE, change, tie
 
 HAMBURG = "Hauptstr. 3, Hamburg"
@@ -95,6 +96,30 @@ def test_a_proposal_asks_to_confirm_and_confirming_applies_the_change(agent, ask
     assert [f["value"] for f in facts] == ["card ending 2222"]
     # The old card was held since its own start (March), not the change's (June).
     assert response.json()["confirmation"].startswith("I had card ending 1111 since March")
+
+
+def test_confirming_one_of_two_changes_closes_the_other_question(agent, ask, inline_tasks):
+    # Two changes from the same start: two proposals, two questions. Once
+    # one is confirmed (a correction), the other is outranked where it
+    # starts: no longer a pending change, and its question is withdrawn.
+    data = change()
+    red = assertion_data(subject="u-1", predicate="payment_method", value="card ending 3333",
+                         valid_from="2026-06-01T00:00:00Z", source_id="payment_method-red")
+    ask(agent, [*data, red])
+    questions = ClarificationPrompt.objects.filter(tenant=agent.tenant, kind="proposal")
+    green = questions.get(question__contains="2222")
+
+    with inline_tasks():
+        response = answer(agent, green, option_id(green, kind="confirm"))
+    other = questions.get(question__contains="3333")
+    history = agent.get("/subjects/u-1/history", predicate="payment_method")
+    context = agent.get("/subjects/u-1/context")
+
+    assert response.status_code == 200
+    assert other.status not in ClarificationPrompt.OPEN_STATUSES
+    assert [v["status"] for v in history["versions"] if v["value"] == "card ending 3333"] == ["overruled"]
+    assert [(f["predicate"], f["value"]) for f in context["facts"]] == [("payment_method", "card ending 2222")]
+    assert context["withheld"] == []
 
 
 def test_keeping_the_old_value_retracts_the_proposal(agent, ask):

@@ -308,6 +308,31 @@ def test_correction_confirms_a_proposal():
     assert answer(resolution, "2024-06-01") == [(SEGMENT_VALUE, old.value_key)]
 
 
+def test_confirming_one_of_two_changes_with_the_same_start_overrules_the_other():
+    # The correction decides the instant it starts at: a change it outranks
+    # that starts there too no longer changes the answer, so it is not a
+    # pending proposal but a lower-ranked claim that loses.
+    old = claim("1 Main St", valid_from="2024-01-01")
+    green = claim("2 High St", valid_from="2025-01-01")
+    red = claim("3 Low Rd", valid_from="2025-01-01")
+    confirmed = claim("2 High St", kind="correction", valid_from="2025-01-01")
+
+    before = resolve([old, green, red], HIGH)
+    after = resolve([old, green, red, confirmed], HIGH)
+
+    assert (before.fate[green.id], before.fate[red.id]) == (FATE_PROPOSED, FATE_PROPOSED)
+    assert (after.fate[green.id], after.fate[red.id]) == (FATE_WINNING, FATE_OVERRULED)
+    assert answer(after, "2025-06-01") == [(SEGMENT_VALUE, green.value_key)]
+
+
+def test_a_correction_starting_later_does_not_decide_a_change_before_it():
+    old = claim("1 Main St", valid_from="2024-01-01")
+    change = claim("2 High St", valid_from="2025-01-01")
+    later = claim("3 Low Rd", kind="correction", valid_from="2025-06-01")
+
+    assert resolve([old, change, later], HIGH).fate[change.id] == FATE_PROPOSED
+
+
 def test_high_stakes_correction_applies_at_once():
     old = claim("1 Main St", valid_from="2024-01-01")
     corrected = claim("2 High St", kind="correction", valid_from="2025-01-01")
