@@ -2,6 +2,8 @@
 day, the conflict rate (conflicts per 1,000 assertions recorded), how
 conflicts were resolved (by rule, by people, by later data), what happened
 to clarification prompts, the median time to answer, delivery failures.
+A conflict counts as resolved by people when a person settled it, through
+whatever channel and under whatever actor name (:func:`how_resolved`).
 Charts are server-rendered SVG: :func:`bar_chart` turns a daily series into
 bar geometry a template draws. Reads only, scoped by tenant.
 """
@@ -11,14 +13,15 @@ import statistics
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
-from django.db.models import Count
+from django.db.models import Case, Count, Exists, OuterRef, Q, QuerySet, Value, When
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from conflicts.models import ClarificationPrompt, DeliveryAttempt
+from conflicts.models import ClarificationPrompt, DeliveryAttempt, ReviewTask
 from facts.models import Assertion, Conflict, Tenant
+from facts.resolve import RULE_TIE_CONFIRMED, RULE_TIE_CONTENT_HASH, RULE_TIE_STATED_AT
 
-PEOPLE_PREFIXES = ("user:", "staff:")
+RESOLVED_BY = ("rule", "people", "later data")
 
 
 @dataclass
@@ -115,6 +118,43 @@ def _rate(conflicts: int, assertions: int) -> float:
     return round(1000 * conflicts / assertions, 1) if assertions else 0.0
 
 
+def how_resolved(conflicts: QuerySet[Conflict]) -> dict[str, int]:
+    """How the RESOLVED ``conflicts`` were settled: ``{"rule": n, "people":
+    n, "later data": n}``, counted in one query whatever their number.
+
+    Classified by what settled each one, never by the actor's name (an
+    answer through the API or the ``clarification.answered`` webhook is
+    recorded under ``api:<tenant>`` or whatever ``answered_by`` says):
+
+    - people: a ``correction`` naming one of the tied values decided it
+      (``tie-confirmed-by-correction``, write rule step 6); or its
+      clarification prompt was answered (by the person, an agent backend on
+      their behalf, or staff); or staff decided its review task; or the
+      write that resolved it recorded a ``correction`` on its key ("neither,
+      it is …", a person's correction from any channel). A correction's
+      ``recorded_at`` is the conflict's ``resolved_at``: both are the
+      ledger's clock of that one write.
+    - rule: recorded as auto-resolved by the low-stakes tie rule (later
+      ``stated_at``, then content hash), or settled by it after a policy
+      change made the predicate low stakes.
+    - later data: anything else, i.e. a later assertion that outranks the
+      tie, a retraction, a revocation or an erasure.
+    """
+    answered = ClarificationPrompt.objects.filter(conflict=OuterRef("pk"), status=ClarificationPrompt.ANSWERED)
+    decided = ReviewTask.objects.filter(conflict=OuterRef("pk"), decision__in=("confirm", "reject"))
+    corrected = Assertion.objects.filter(fact_key=OuterRef("fact_key"), recorded_at=OuterRef("resolved_at"),
+                                         source_kind="correction")
+    how = Case(
+        When(resolution_rule=RULE_TIE_CONFIRMED, then=Value("people")),
+        When(Q(resolved_by="rule") | Q(resolution_rule__in=(RULE_TIE_STATED_AT, RULE_TIE_CONTENT_HASH)),
+             then=Value("rule")),
+        When(Exists(answered) | Exists(decided) | Exists(corrected), then=Value("people")),
+        default=Value("later data"),
+    )
+    counts = dict(conflicts.order_by().annotate(how=how).values("how").annotate(n=Count("pk")).values_list("how", "n"))
+    return {name: counts.get(name, 0) for name in RESOLVED_BY}
+
+
 def tenant_metrics(*, tenant: Tenant, days: int = 30, now: datetime | None = None) -> Metrics:
     """The console's first screen for ``tenant`` over the last ``days`` days (UTC)."""
     now = now or timezone.now()
@@ -129,10 +169,6 @@ def tenant_metrics(*, tenant: Tenant, days: int = 30, now: datetime | None = Non
     prev_c, prev_a = sum(c for _, c in opened[-2 * week:-week]), sum(a for _, a in recorded[-2 * week:-week])
     failed = DeliveryAttempt.objects.filter(tenant=tenant, at__gte=since).exclude(status_code__gte=200, status_code__lt=300)
     resolved = Conflict.objects.filter(tenant=tenant, status=Conflict.RESOLVED, resolved_at__gte=since)
-    by = {"rule": 0, "people": 0, "later data": 0}
-    for who in resolved.values_list("resolved_by", flat=True):
-        key = "rule" if who == "rule" else "people" if who.startswith(PEOPLE_PREFIXES) else "later data"
-        by[key] += 1
     prompts = ClarificationPrompt.objects.filter(tenant=tenant, created_at__gte=since)
     prompt_counts = {
         "asked": prompts.count(),
@@ -149,7 +185,7 @@ def tenant_metrics(*, tenant: Tenant, days: int = 30, now: datetime | None = Non
         rate=bar_chart(rates, title="Conflicts per 1,000 assertions"),
         failures=bar_chart(_daily(failed, "at", start=start, days=days), title="Failed delivery attempts per day"),
         rate_recent=_rate(recent_c, recent_a), rate_previous=_rate(prev_c, prev_a), opened_recent=recent_c,
-        resolved_by=by, prompts=prompt_counts,
+        resolved_by=how_resolved(resolved), prompts=prompt_counts,
         median_answer_seconds=statistics.median(waits) if waits else None,
         open_conflicts=Conflict.objects.filter(tenant=tenant, status=Conflict.OPEN).count(),
     )
@@ -166,4 +202,4 @@ def share(parts: dict) -> list[dict]:
     return rows
 
 
-__all__ = ["tenant_metrics", "bar_chart", "share", "Metrics", "Chart"]
+__all__ = ["tenant_metrics", "how_resolved", "bar_chart", "share", "Metrics", "Chart"]
