@@ -6,6 +6,7 @@ from datetime import datetime, time, timezone
 from django import forms
 
 from conflicts.models import Delivery
+from facts.inputs import InputError, parse_name
 from facts.models import SOURCE_KIND_CHOICES
 from facts.resolve import SOURCE_KINDS
 
@@ -57,9 +58,19 @@ class RevokeForm(SelectionForm):
     expected = forms.IntegerField(min_value=1, widget=forms.HiddenInput)
 
 
+def validate_predicate_name(value: str) -> None:
+    """The API's rule for a predicate name (:func:`facts.inputs.parse_name`,
+    as ``PUT /api/v1/predicates/<name>`` applies it), in its words: the
+    console takes exactly the names the API takes."""
+    try:
+        parse_name(value, "predicate")
+    except InputError as exc:
+        raise forms.ValidationError(exc.detail, code="invalid") from None
+
+
 class PolicyForm(forms.Form):
-    predicate = forms.RegexField(regex=r"^[a-z][a-z0-9_]{0,199}$", max_length=200,
-                                 error_messages={"invalid": "Use lower-case letters, digits and underscores."})
+    predicate = forms.CharField(strip=False, validators=[validate_predicate_name],
+                                widget=forms.TextInput(attrs={"maxlength": 200}))
     cardinality = forms.ChoiceField(choices=[("one", "one value"), ("many", "many values")])
     stakes = forms.ChoiceField(choices=[("low", "low"), ("high", "high: confirm changes")])
     authority = forms.ChoiceField(choices=[("user", "the user"), ("system_record", "system of record")])
