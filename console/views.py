@@ -24,6 +24,7 @@ from console.forms import (
     SearchForm, SelectionForm,
 )
 from console.models import StaffMembership
+from console.templatetags.console_ids import id_tail
 from conflicts import actions as conflict_actions
 from conflicts.models import ReviewTask
 from facts.errors import StateConflict
@@ -190,7 +191,7 @@ def revoke(request: HttpRequest) -> HttpResponse:
         else:
             audit.note(request, batch_id=str(revocation.id), count=revocation.count, criteria=revocation.criteria)
             messages.success(request, f"Revoked {revocation.count} assertions on {revocation.keys} keys "
-                                      f"(batch {str(revocation.id)[:8]}). Undo restores them.")
+                                      f"(batch …{id_tail(revocation.id)}). Undo restores them.")
             return redirect(_url(request, "revocation", revocation.id))
     selection_form = SelectionForm(request.POST)
     preview = services.preview_revocation(tenant=request.staff.tenant, selection=selection_form.selection()) \
