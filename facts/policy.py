@@ -37,7 +37,7 @@ CATALOGUE: dict[str, CatalogueEntry] = {
     "note": CatalogueEntry("many"),
     "legal_name": CatalogueEntry("one", "high"),
     "email": CatalogueEntry("one", "high"),
-    "billing_address": CatalogueEntry("one", "high"),
+    "billing_address": CatalogueEntry("one", "high", "system_record"),
     "payment_method": CatalogueEntry("one", "high"),
     "plan": CatalogueEntry("one", "low", "system_record"),
 }

@@ -196,17 +196,25 @@ def test_a_correction_overrules_everything(agent):
     assert values(facts(agent, valid_at="2024-06-01T00:00:00Z")) == ["Umbrella"]
 
 
-def test_system_of_record_keeps_and_overrules_the_users_contrary_statement(agent, published):
-    billed = agent.assert_fact(assertion_data(predicate="plan", value="pro", kind="system_record",
+@pytest.mark.parametrize("predicate, billed_value, said_value", [
+    ("plan", "pro", "free"),
+    # DESIGN.md, "Predicate policy": the system of record owns a billing
+    # address as it owns a plan (and it is high stakes).
+    ("billing_address", "1 Main St", "2 High St"),
+])
+def test_system_of_record_keeps_and_overrules_the_users_contrary_statement(agent, published, predicate, billed_value,
+                                                                           said_value):
+    billed = agent.assert_fact(assertion_data(predicate=predicate, value=billed_value, kind="system_record",
                                               valid_from="2025-01-01T00:00:00Z"))
 
-    said = agent.assert_fact(assertion_data(predicate="plan", value="free", valid_from="2026-01-01T00:00:00Z"))
+    said = agent.assert_fact(assertion_data(predicate=predicate, value=said_value, valid_from="2026-01-01T00:00:00Z"))
 
     assert (said["outcome"], said["rule"]) == ("overruled", "system-of-record-authority")
-    (fact,) = facts(agent)
-    assert (fact["value"], fact["assertion_id"], fact["rule"]) == ("pro", billed["assertion_id"],
+    (fact,) = facts(agent, predicate=predicate)
+    assert (fact["value"], fact["assertion_id"], fact["rule"]) == (billed_value, billed["assertion_id"],
                                                                    "system-of-record-authority")
-    assert {v["value"]: v["status"] for v in history(agent, "plan")} == {"pro": "current", "free": "overruled"}
+    assert {v["value"]: v["status"] for v in history(agent, predicate)} == {billed_value: "current",
+                                                                            said_value: "overruled"}
     followups = [e for e in published if e.type == ev.FOLLOWUP_NEEDED]
     assert [(e.data["assertion_id"], e.data["system_record"]["assertion_id"]) for e in followups] == [
         (said["assertion_id"], billed["assertion_id"])]
