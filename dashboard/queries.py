@@ -253,7 +253,11 @@ def _current_items(*, subject: Subject, valid_at: datetime) -> list[dict]:
 def time_travel(*, subject: Subject, believed_on: datetime, about: datetime, now: datetime | None = None) -> dict:
     """What the assistant believed at transaction time ``believed_on`` about
     valid time ``about`` (exact as-of: ``facts_at`` with ``known_at``),
-    beside what it believes today about today, as a diff.
+    beside what it believes today about that same ``about`` (valid time
+    ``about``, transaction time now), as a diff: a row differs only where
+    what was learned, retracted or erased since ``believed_on`` changed the
+    answer, so ``believed_on`` = now gives "the same" for every row
+    (README.md, "Dashboard").
 
     Returns ``{"then": [...], "today": [...], "rows": [DiffRow], "counts":
     {"same", "changed", "new", "gone"}, "differences", "same_rows",
@@ -268,7 +272,7 @@ def time_travel(*, subject: Subject, believed_on: datetime, about: datetime, now
     else:
         then = facts_queries.facts_at(tenant=subject.tenant, external_id=subject.external_id, valid_at=about,
                                       known_at=believed_on)["facts"]
-    today = _current_items(subject=subject, valid_at=now)
+    today = then if believed_on >= now else _current_items(subject=subject, valid_at=about)
     before, after = _values_by_key(then), _values_by_key(today)
     rows: list[DiffRow] = []
     for ident in sorted(before.keys() | after.keys(), key=lambda k: (k[0] != "self", k[0], k[1], k[2])):

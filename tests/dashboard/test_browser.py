@@ -104,10 +104,12 @@ def test_time_travel_to_before_a_change_shows_the_old_value(page, live_server, p
     page.get_by_label("About which day").fill("2025-06-15")
     page.get_by_role("button", name="Look back").click()
 
-    row = page.locator(".diff__row", has_text="Where you live")
-    expect(row.locator(".diff__then")).to_have_text("Berlin")
-    expect(row.locator(".diff__today")).to_have_text("Munich")
-    expect(row.locator(".chip")).to_have_text("changed")
+    # Believed today about 15 June 2025, against what is believed today about that same day.
+    expect(page.locator(".summary")).to_contain_text("Compared with what it believes today about 15 June 2025:")
+    expect(page.locator(".diff__row")).to_have_count(0)
+    expect(page.locator("main")).to_contain_text("Nothing is different")
+    page.locator(".same summary").click()
+    expect(page.locator(".same li", has_text="Where you live")).to_have_text("Where you live: Berlin")
     shot(page, "08-time-travel")
 
 

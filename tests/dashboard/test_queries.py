@@ -109,16 +109,42 @@ def test_time_travel_is_exact_as_of_the_day_it_believed(person):
 
 
 def test_time_travel_lists_what_is_new_and_what_is_gone(person):
-    person.remember(predicate="employer", value="Acme", valid_from="2025-01-01T00:00:00Z",
-                    valid_to="2025-06-01T00:00:00Z")
-    person.remember(predicate="job_title", value="Designer", valid_from="2025-07-01T00:00:00Z")
+    march = datetime(2025, 3, 2, 12, tzinfo=timezone.utc)
+    with time_machine.travel(march, tick=False):
+        acme = person.remember(predicate="employer", value="Acme", valid_from="2025-01-01T00:00:00Z",
+                               valid_to="2025-06-01T00:00:00Z")
+    person.remember(predicate="job_title", value="Designer", valid_from="2025-01-01T00:00:00Z")
+    person.agent.api("POST", f"/assertions/{acme['assertion_id']}/retract", {"reason": "never worked there"})
 
-    result = queries.time_travel(subject=person.subject, believed_on=datetime.now(timezone.utc),
+    result = queries.time_travel(subject=person.subject, believed_on=march + timedelta(days=1),
                                  about=datetime(2025, 3, 1, tzinfo=timezone.utc))
     changes = {r.predicate: r.change for r in result["rows"]}
 
     assert changes["employer"] == "gone"
     assert changes["job_title"] == "new"
+
+
+def test_time_travel_from_today_compares_today_about_the_same_day(person):
+    person.remember(predicate="city_of_residence", value="Paris", valid_from="2024-01-01T00:00:00Z")
+    person.remember(predicate="city_of_residence", value="Cologne", valid_from="2026-11-01T00:00:00Z",
+                    source={"kind": "correction", "id": "c-1"})
+
+    result = queries.time_travel(subject=person.subject, believed_on=datetime.now(timezone.utc),
+                                 about=datetime(2024, 6, 1, 23, 59, tzinfo=timezone.utc))
+    row = next(r for r in result["rows"] if r.predicate == "city_of_residence")
+
+    assert (row.then, row.today, row.change) == ("Paris", "Paris", "same")
+    assert result["counts"]["same"] == len(result["rows"])
+
+
+def test_time_travel_page_says_today_is_about_the_same_day(person):
+    person.remember(predicate="city_of_residence", value="Paris", valid_from="2024-01-01T00:00:00Z")
+    today = datetime.now(timezone.utc).date().isoformat()
+
+    response = person.client.get("/time-travel/", {"believed_on": today, "about": "2024-06-01"})
+
+    text = " ".join(response.content.decode().split())
+    assert "Compared with what it believes today about 1 June 2024:" in text
 
 
 def test_activity_names_what_was_learned_and_replaced(person):
