@@ -197,6 +197,21 @@ def memory_history(*, subject: Subject, assertion_id: Any, now: datetime | None 
     return MemoryHistory(assertion, key.entity, key.predicate, key.scope, single, versions, this)
 
 
+def memory_events(*, history: MemoryHistory) -> list[dict]:
+    """The event log of a memory in the order it was recorded (transaction
+    time, then log order): for a single-valued predicate the whole key's,
+    else the events of this value's assertions. Each ``{"type", "at",
+    "rule", "actor", "assertion_id", "before", "after", "data"}`` (``at``
+    aware UTC, ids as text), as :func:`dashboard.words.history_sentences`
+    tells them. One query, whatever the number of events."""
+    key = history.assertion.fact_key
+    qs = Event.objects.filter(tenant_id=key.tenant_id, subject_id=key.subject_id, fact_key_id=key.id)
+    if not history.single_valued:
+        qs = qs.filter(assertion_id__in=[s["assertion_id"] for v in history.versions for s in v["sources"]])
+    rows = qs.order_by("at", "id").values("type", "at", "rule", "actor", "assertion_id", "before", "after", "data")
+    return [{**row, "assertion_id": str(row["assertion_id"]) if row["assertion_id"] else None} for row in rows]
+
+
 def same_value_ids(*, subject: Subject, assertion: Assertion) -> list[str]:
     """Every unerased assertion of the subject holding the same value on the
     same key (what "forget this" destroys, so the value is nowhere)."""

@@ -175,6 +175,7 @@ def _memory_context(request: HttpRequest, assertion_id, **forms) -> dict:
     now = timezone.now()
     history = queries.memory_history(subject=request.subject, assertion_id=assertion_id, now=now)
     this = history.this_version
+    sentences = history_sentences(history.versions, queries.memory_events(history=history))
     return {
         "history": history,
         "title": predicate_label(history.predicate, history.entity),
@@ -182,7 +183,8 @@ def _memory_context(request: HttpRequest, assertion_id, **forms) -> dict:
         "this": this,
         "this_label": STATUS_LABELS.get(this["status"], this["status"]) if this else "",
         "timeline": build_timeline(versions=history.versions, now=now) if history.versions else None,
-        "sentences": history_sentences(history.versions),
+        "sentences": sentences,
+        "timed": any(s.same_day for s in sentences),
         "versions": [{**v, "text": value_text(v["value"]), "label": STATUS_LABELS.get(v["status"], v["status"])}
                      for v in history.versions],
         "correction_form": forms.get("correction_form") or CorrectionForm(initial={"since": now.date()}),

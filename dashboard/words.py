@@ -2,11 +2,12 @@
 values, and the history of a memory told as sentences (issue 4).
 
 Pure functions over the shapes that ``facts/queries.py`` returns (API.md
-"history" versions and sources); no database access.
+"history" versions and sources) and over event-log rows; no database access.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -79,13 +80,16 @@ def badge(source: dict) -> dict:
     return {"css": BADGE_CLASSES.get(kind, "other"), "text": text}
 
 
-def because(source: dict) -> str:
-    """Why a later version took over, in the words of its source."""
+def because(source: dict, rule: str = "valid-time-supersession") -> str:
+    """Why a later version took over, in the words of its source and of the
+    rule that decided (DESIGN.md write rule steps 4 and 5)."""
     kind = source.get("kind")
-    if kind == "user_statement":
-        return "because you said so later"
     if kind == "correction":
         return "because you corrected it"
+    if rule != "valid-time-supersession":
+        return "because it comes from a source I trust more"
+    if kind == "user_statement":
+        return "because you said so later"
     if kind == "system_record":
         return f"because {system_name(source)} reported it later"
     if kind == "user_document":
@@ -163,47 +167,120 @@ def actor_words(actor: str) -> str:
 class Sentence:
     at: datetime
     text: str
+    same_day: bool = False  # another sentence falls on the same day: show the time too
 
 
-def history_sentences(versions: list[dict]) -> list[Sentence]:
-    """The events of a memory's versions in words, oldest first: what was
-    learned when and from whom, what replaced what and why, what was marked
-    never true, forgotten, or waits for an answer."""
-    by_id = {v["assertion_id"]: v for v in versions}
-    out: list[Sentence] = []
-    for v in versions:
-        value = f"“{value_text(v['value'])}”"
-        for src in v["sources"]:
-            learned = parse_iso(src["recorded_at"])
-            if src.get("erased_at"):
-                out.append(Sentence(parse_iso(src["erased_at"]),
-                                    f"A memory was forgotten on {day(parse_iso(src['erased_at']))}. Nothing of it is kept."))
-                continue
-            span = f"true from {day(parse_iso(src['valid_from']))}"
-            if src.get("valid_to"):
-                span += f" until {day(parse_iso(src['valid_to']))}"
-            out.append(Sentence(learned, f"{heard(src, value)}, {span}."))
-            if src.get("retracted_at"):
-                who = next((actor_words(e["actor"]) for e in src.get("events", []) if e["type"] == "fact.retracted"),
-                           "you")
-                out.append(Sentence(parse_iso(src["retracted_at"]),
-                                    f"{who.capitalize()} marked {value} as never true. I no longer use it for any date."))
-        if v["status"] == "erased":
-            continue
-        first = v["sources"][0] if v["sources"] else {}
-        for old_id in v.get("supersedes", []):
-            old = by_id.get(old_id)
-            if old is not None:
-                out.append(Sentence(parse_iso(v["recorded_at"]),
-                                    f"{value} replaced “{value_text(old['value'])}” on "
-                                    f"{day(parse_iso(v['valid_from']))}, {because(first)}."))
-        if v["status"] == "proposed":
-            out.append(Sentence(parse_iso(v["recorded_at"]),
-                                f"{value} is waiting for your confirmation; until then I keep using the earlier answer."))
-        elif v["status"] == "overruled":
-            out.append(Sentence(parse_iso(v["recorded_at"]),
-                                f"{value} is kept but not used, because a more reliable source says otherwise."))
-        elif v["status"] == "conflict":
-            out.append(Sentence(parse_iso(v["recorded_at"]),
-                                f"{value} disagrees with another answer from a source I trust as much; I asked you which is right."))
-    return sorted(out, key=lambda s: s.at)
+# What a new assertion's outcome (API.md) meant when it arrived.
+ARRIVAL_OUTCOMES = {
+    "corroborated": " It agrees with what I already knew.",
+    "overruled": " It was kept but not used, because a more reliable source said otherwise.",
+    "proposed": " It needed your confirmation before I would use it.",
+    "conflict": " It disagreed with an answer from a source I trust as much.",
+}
+
+
+def history_sentences(versions: list[dict], events: list[dict]) -> list[Sentence]:
+    """A memory's event log in words, one sentence per event a person would
+    notice, in the order memoryui recorded them (transaction time): what was
+    learned when and from whom, what replaced what and why, what was kept
+    but not used, marked never true, forgotten, or asked about.
+
+    ``events`` are the key's event-log rows in that order (``type``, ``at``
+    as an aware UTC datetime, ``rule``, ``actor``, ``assertion_id``,
+    ``before``, ``after``, ``data``; ids as text), as
+    :func:`dashboard.queries.memory_events` reads them; ``versions`` (API.md
+    "history") give the values and sources the ids stand for. Each sentence
+    names what its event named and says what was so at that moment, so
+    later events never rewrite it. Erased values are never named."""
+    sources = {s["assertion_id"]: (v, s) for v in versions for s in v["sources"]}
+    rules = {(e["at"], e["before"][0], e["after"][0]): e["rule"] for e in events
+             if e["type"] == "fact.superseded" and e["before"] and e["after"]}
+    told: set[tuple] = set()  # (replaced, by): a pair the log records again is told once
+    out = []
+    for event in events:
+        aid, kind = event["assertion_id"], event["type"]
+        if kind == "fact.asserted":
+            # What this arrival replaced, as the ledger answered it (API.md "supersedes").
+            pairs = [(old, aid) for old in event["before"]]
+        elif kind == "fact.superseded" and event["before"] and event["after"]:
+            pairs = [(event["before"][0], event["after"][0])]
+        else:
+            pairs = []
+        if kind != "fact.superseded":
+            text = _event_sentence(event, sources)
+            if text:
+                out.append(Sentence(event["at"], text))
+        for old, new in pairs:
+            if (old, new) not in told:
+                told.add((old, new))
+                rule = rules.get((event["at"], old, new), event["rule"])
+                out.append(Sentence(event["at"], _replaced(old, new, rule, sources)))
+    days = Counter(s.at.date() for s in out)
+    return [replace(s, same_day=days[s.at.date()] > 1) for s in out]
+
+
+def _name(assertion_id, sources: dict) -> str:
+    """“Berlin”, or words for a value that is not to be named."""
+    version, src = sources.get(assertion_id, (None, None))
+    if version is None:
+        return "another answer"
+    if src.get("erased_at") or version["status"] == "erased":
+        return "something since forgotten"
+    return f"“{value_text(version['value'])}”"
+
+
+def _replaced(old_id, new_id, rule: str, sources: dict) -> str:
+    """"“Bonn” replaced “Berlin” on 1 Mar 2026, because you corrected it":
+    from the later of the two starts, in the words of the replacing source."""
+    old, new = sources.get(old_id, (None, {}))[1], sources.get(new_id, (None, {}))[1]
+    starts = [parse_iso(x["valid_from"]) for x in (old, new) if x]
+    when = f" on {day(max(starts))}" if starts else ""
+    return _capital(f"{_name(new_id, sources)} replaced {_name(old_id, sources)}{when}, {because(new, rule)}.")
+
+
+def _event_sentence(event: dict, sources: dict) -> str | None:
+    """One event (not a supersession: see :func:`_replaced`) in words, or
+    None for one a person would not notice."""
+    aid, kind, data = event["assertion_id"], event["type"], event.get("data") or {}
+    src = sources.get(aid, (None, {}))[1]
+    what = _name(aid, sources)
+    if kind == "fact.asserted":
+        if not src or src.get("erased_at"):
+            return "I learned something that has since been forgotten."
+        span = f"true from {day(parse_iso(src['valid_from']))}"
+        if src.get("valid_to"):
+            span += f" until {day(parse_iso(src['valid_to']))}"
+        return f"{heard(src, what)}, {span}." + ARRIVAL_OUTCOMES.get(data.get("outcome"), "")
+    if kind == "fact.status_changed":
+        to, was = data.get("to"), data.get("from")
+        if to == "overruled":
+            return f"From then on {what} was kept but not used, because a more reliable source said otherwise."
+        if to == "proposed":
+            return f"From then on {what} needed your confirmation before I would use it."
+        if to == "conflict":
+            return f"From then on {what} disagreed with an answer from a source I trust as much."
+        if to == "winning" and was == "proposed":
+            return _capital(f"{what} was confirmed, and I used it from then on.")
+        if to == "winning":
+            return f"From then on I used {what}."
+        return None
+    who = actor_words(event["actor"]).capitalize()
+    if kind == "fact.retracted":
+        return f"{who} marked {what} as never true. I no longer use it for any date."
+    if kind == "fact.erased":
+        return f"A memory was forgotten on {day(event['at'])}. Nothing of it is kept."
+    if kind == "fact.restored":
+        return f"{who} undid the removal of {what}: it counts again."
+    if kind in ("conflict.opened", "conflict.auto_resolved"):
+        both = " and ".join(_name(i, sources) for i in event["after"])
+        if kind == "conflict.opened":
+            return _capital(f"{both} disagreed, from sources I trust as much; I asked you which is right.")
+        how = "I went with the one said last" if event["rule"] == "tie-stated-at" else "I picked one by a fixed rule"
+        return _capital(f"{both} disagreed, from sources I trust as much; {how}.")
+    if kind == "conflict.resolved":
+        return "The disagreement was settled."
+    return None
+
+
+def _capital(text: str) -> str:
+    return text[0].upper() + text[1:]

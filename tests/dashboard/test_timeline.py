@@ -23,7 +23,8 @@ def version(aid, value, start, end, status, *, sources=None, supersedes=()):
 
 BERLIN = version("a", "Berlin", "2025-03-01T00:00:00Z", "2025-11-22T00:00:00Z", "superseded")
 MUNICH = version("b", "Munich", "2025-11-22T00:00:00Z", None, "current",
-                 sources=[source("b", recorded="2025-11-22T18:00:00Z")], supersedes=["a"])
+                 sources=[source("b", recorded="2025-11-22T18:00:00Z", valid_from="2025-11-22T00:00:00Z")],
+                 supersedes=["a"])
 
 
 def test_one_bar_per_version_placed_on_valid_time():
@@ -56,21 +57,48 @@ def test_ticks_are_round_dates_and_leave_room_for_today():
                for t in timeline.ticks)
 
 
+def event(type_, aid, at, *, before=(), after=(), rule="", actor="agent", **data):
+    return {"type": type_, "assertion_id": aid, "at": datetime.fromisoformat(at), "rule": rule, "actor": actor,
+            "before": list(before), "after": list(after), "data": data}
+
+
 def test_the_change_is_told_in_words():
-    sentences = [s.text for s in history_sentences([BERLIN, MUNICH])]
+    events = [
+        event("fact.asserted", "a", "2025-03-02T09:00:00Z", after=["a"], outcome="created"),
+        event("fact.asserted", "b", "2025-11-22T18:00:00Z", before=["a"], after=["b"],
+              rule="valid-time-supersession", outcome="superseded_existing"),
+        event("fact.superseded", "a", "2025-11-22T18:00:00Z", before=["a"], after=["b"],
+              rule="valid-time-supersession"),
+    ]
+
+    sentences = [s.text for s in history_sentences([BERLIN, MUNICH], events)]
 
     assert sentences == [
         "You said “Berlin”, true from 1 Mar 2025.",
-        "You said “Munich”, true from 1 Mar 2025.",
+        "You said “Munich”, true from 22 Nov 2025.",
         "“Munich” replaced “Berlin” on 22 Nov 2025, because you said so later.",
     ]
+
+
+def test_a_replacement_by_a_more_reliable_source_says_so():
+    inferred = version("a", "Berlin", "2025-03-01T00:00:00Z", None, "superseded",
+                       sources=[source("a", kind="agent_inference")])
+    said = version("b", "Munich", "2025-03-01T00:00:00Z", None, "current", sources=[source("b")])
+    events = [event("fact.asserted", "b", "2025-11-22T18:00:00Z", before=["a"], after=["b"], rule="source-rank",
+                    outcome="superseded_existing")]
+
+    assert history_sentences([inferred, said], events)[-1].text == (
+        "“Munich” replaced “Berlin” on 1 Mar 2025, because it comes from a source I trust more.")
 
 
 def test_a_forgotten_version_is_told_without_its_value():
     erased = version("d", None, "2025-03-01T00:00:00Z", None, "erased",
                      sources=[source("d", erased="2025-12-24T00:00:00Z")])
+    events = [event("fact.asserted", "d", "2025-03-02T09:00:00Z", after=["d"], outcome="created"),
+              event("fact.erased", "d", "2025-12-24T00:00:00Z", rule="erasure")]
 
-    assert [s.text for s in history_sentences([erased])] == [
+    assert [s.text for s in history_sentences([erased], events)] == [
+        "I learned something that has since been forgotten.",
         "A memory was forgotten on 24 Dec 2025. Nothing of it is kept."]
 
 
