@@ -8,7 +8,7 @@ template draws. Units are SVG user units; times are UTC.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from dashboard.words import STATUS_LABELS, day, parse_iso, value_text
@@ -18,6 +18,11 @@ ROW = 46
 TOP = 8
 AXIS = 34
 SIDE = 14
+# A generous width of one character of a bar's label (12.5px, semi-bold):
+# enough to tell a label that would run past the right edge.
+LABEL_CHAR = 8.0
+# Statuses the page's fixed legend does not show; drawn only when a bar has them.
+EXTRA_LEGEND = ("scheduled", "ended", "conflict", "erased")
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,8 @@ class Bar:
     label: str
     title: str
     open_end: bool
+    label_x: float = 0.0
+    label_anchor: str = "start"  # "end": the label ends at the right edge instead of starting at the bar
 
     @property
     def label_y(self) -> float:
@@ -44,7 +51,8 @@ class Bar:
 
     @property
     def status_label(self) -> str:
-        return STATUS_LABELS.get(self.status, self.status)
+        """Beside the value; none for a forgotten version, whose label says it already."""
+        return "" if self.status == "erased" else STATUS_LABELS.get(self.status, self.status)
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,12 @@ class Timeline:
     @property
     def tick_y(self) -> float:
         return self.axis_y + 16
+
+    @property
+    def extra_legend(self) -> list[tuple[str, str]]:
+        """``(status, label)`` for the statuses drawn here that the fixed legend lacks."""
+        drawn = {b.status for b in self.bars}
+        return [(s, STATUS_LABELS[s]) for s in EXTRA_LEGEND if s in drawn]
 
 
 def _ticks(start: datetime, end: datetime, scale) -> list[Tick]:
@@ -142,9 +156,15 @@ def build_timeline(*, versions: list[dict], now: datetime, width: int = WIDTH) -
         status = v["status"]
         label = value_text(v["value"]) if status != "erased" else "forgotten"
         span = f"{day(parse_iso(v['valid_from']))} – {day(to) if to else 'until further notice'}"
-        timeline.bars.append(Bar(round(x0, 1), y, round(max(x1 - x0, 3), 1), status,
-                                 label if len(label) <= 60 else label[:57] + "…",
-                                 f"{label}: {STATUS_LABELS.get(status, status)}, {span}", to is None))
+        shown = label if len(label) <= 60 else label[:57] + "…"
+        bar = Bar(round(x0, 1), y, round(max(x1 - x0, 3), 1), status, shown,
+                  f"{label}, {span}" if status == "erased" else f"{label}: {STATUS_LABELS.get(status, status)}, {span}",
+                  to is None, round(x0, 1))
+        # "Cologne · kept, not used" over a bar near the right edge would run out of the picture: end it at the edge.
+        text = f"{shown} · {bar.status_label}" if bar.status_label else shown
+        if x0 + LABEL_CHAR * len(text) > width - SIDE:
+            bar = replace(bar, label_x=width - SIDE, label_anchor="end")
+        timeline.bars.append(bar)
         for s in v["sources"]:
             learned = parse_iso(s["recorded_at"])
             timeline.markers.append(Marker(round(scale(learned), 1), y + 8, "learned", f"learned {day(learned)}"))

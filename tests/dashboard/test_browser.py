@@ -193,3 +193,30 @@ def test_a_very_long_word_wraps_inside_its_card(page, live_server, person):
         widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
         shot(page, "16-long-word")
         assert widths[0] <= widths[1], url
+
+
+def test_timeline_labels_stay_inside_the_picture_and_forgotten_is_in_the_legend(page, live_server, person):
+    def city(value, since, kind="user_statement"):
+        return person.remember(predicate="city_of_residence", value=value, valid_from=f"{since}T00:00:00Z",
+                               source={"kind": kind, "id": f"{kind}-{value}"})
+
+    paris = city("Paris", "2024-01-01")
+    city("Bonn", "2026-03-01", kind="correction")
+    cologne = city("Cologne", "2026-11-01")
+    sign_in(page, live_server, person)
+    page.goto(f"{live_server.url}/memories/{paris['assertion_id']}/")
+    page.get_by_label("Yes, forget this for good").check()
+    page.get_by_role("button", name="Forget this").click()
+
+    page.goto(f"{live_server.url}/memories/{cologne['assertion_id']}/")
+
+    shot(page, "17-timeline-edges")
+    expect(page.locator(".tl-bar--overruled .tl-label")).to_have_text("Cologne · kept, not used")
+    overflow = page.evaluate("""() => {
+        const box = document.querySelector('.timeline svg').getBoundingClientRect();
+        return [...document.querySelectorAll('.tl-label')].map(t => t.getBoundingClientRect())
+            .filter(r => r.left < box.left - 0.5 || r.right > box.right + 0.5).length;
+    }""")
+    assert overflow == 0
+    expect(page.locator(".tl-bar--erased .tl-label")).to_have_text("forgotten")
+    expect(page.locator(".legend")).to_contain_text("forgotten")

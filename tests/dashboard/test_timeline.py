@@ -38,6 +38,25 @@ def test_one_bar_per_version_placed_on_valid_time():
     assert berlin.x < timeline.now_x < munich.x + munich.width
 
 
+def test_a_label_that_would_run_past_the_right_edge_ends_at_it():
+    late = version("e", "Cologne", "2026-01-10T00:00:00Z", None, "overruled")
+
+    berlin, cologne = build_timeline(versions=[BERLIN, late], now=NOW).bars
+
+    assert (berlin.label_anchor, berlin.label_x) == ("start", berlin.x)
+    assert (cologne.label_anchor, cologne.label_x) == ("end", WIDTH - 14)
+
+
+def test_a_forgotten_bar_says_so_once_and_gets_a_legend_entry():
+    erased = version("d", None, "2025-03-01T00:00:00Z", None, "erased",
+                     sources=[source("d", erased="2025-12-24T00:00:00Z")])
+
+    timeline = build_timeline(versions=[erased, MUNICH], now=NOW)
+
+    assert (timeline.bars[0].label, timeline.bars[0].status_label) == ("forgotten", "")
+    assert timeline.extra_legend == [("erased", "forgotten")]
+
+
 def test_learned_and_retracted_moments_are_marked():
     retracted = version("c", "German", "2025-04-01T00:00:00Z", None, "retracted",
                         sources=[source("c", retracted="2025-12-01T00:00:00Z")])
