@@ -40,7 +40,7 @@ def _breakdown(captured: Sequence[dict], per: int) -> list[dict]:
     shapes: dict[str, list[float]] = defaultdict(list)
     for q in captured:
         shapes[statement_shape(q["sql"])].append(float(q.get("time") or 0))
-    rows = [{"statement": s, "per_event": round(len(t) / per, 2), "total_ms": round(sum(t) * 1000, 1)}
+    rows = [{"statement": s, "count": len(t), "per_event": round(len(t) / per, 2), "total_ms": round(sum(t) * 1000, 1)}
             for s, t in shapes.items()]
     return sorted(rows, key=lambda r: -r["total_ms"])
 

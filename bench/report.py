@@ -103,6 +103,26 @@ def _verdict(ok) -> str:
     return "PASS" if ok is True else "FAIL" if ok is False else "n/a"
 
 
+def command_line(cfg: dict) -> str:
+    """``python -m bench.run`` with the options of the run that differ from
+    their defaults (``cfg``: the run's ``config``)."""
+    from bench.run import _relative, parse_args
+
+    defaults = vars(parse_args([]))
+    parts = ["python -m bench.run", f"--sizes {cfg.get('sizes')}"]
+    for name, value in cfg.items():
+        if name in ("sizes", "size_list") or name not in defaults:
+            continue
+        default = defaults[name]
+        if isinstance(default, Path):
+            default = _relative(default)
+        if value == default:
+            continue
+        flag = "--" + name.replace("_", "-")
+        parts.append(flag if value is True else f"{flag} {value}")
+    return " ".join(parts)
+
+
 def _percent(x) -> str:
     return "-" if x is None else f"{x:.0%}"
 
@@ -254,7 +274,8 @@ def findings(results: dict) -> list[str]:
                    f"({b['queries_per_batch']} per batch of about {b['events'] // max(1, b['batches'])}), "
                    f"{b['seconds_per_event'] * 1000:.2f} ms per event in process. Costliest statement shapes:")
         for s in b["statements"][:8]:
-            out.append(f"  - {s['per_event']}/event, {s['total_ms']} ms: `{s['statement'][:140]}`")
+            per_batch = s["count"] / max(1, b["batches"]) if "count" in s else s["per_event"] * b["events"] / max(1, b["batches"])
+            out.append(f"  - {per_batch:.1f}/batch, {s['total_ms']} ms: `{s['statement'][:140]}`")
     w = _get(results, "profile", "write_path")
     if w:
         out.append(f"- Per-event write path (signed webhook, `dispatch_once`): **{w['queries_per_event']} queries per event**, "
@@ -283,7 +304,7 @@ def write_report(results: dict, directory: Path) -> Path:
     cfg = results.get("config", {})
     m = results.get("machine", {})
     lines = ["# memoryui benchmark", "",
-             f"Command: `python -m bench.run --sizes {cfg.get('sizes')} --preload {cfg.get('preload')}` "
+             f"Command: `{command_line(cfg)}` "
              f"(slice {cfg.get('slice')} batch + {cfg.get('webhook_slice')} webhook assertions per size over "
              f"{cfg.get('clients')} client connections, then {cfg.get('webhook_single_slice', 0)} webhook "
              f"assertions over one, then {cfg.get('webhook_paced_slice', 0)} offered at "

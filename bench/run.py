@@ -599,6 +599,8 @@ def main(argv: list[str] | None = None) -> int:
     path.write_text(json.dumps(results, indent=1, default=str) + "\n")
     report.write_report(results, args.results_dir)
     (args.results_dir / "results.json.tmp").unlink(missing_ok=True)
+    for server_log in args.results_dir.glob("*.log.tmp"):  # kept only when a run fails, for its tail
+        server_log.unlink()
     print(report.console_table(results))
     log(f"results in {_relative(path)} and {_relative(args.results_dir / 'REPORT.md')}")
     return 0
