@@ -172,17 +172,17 @@ def _transition(before: KeyState, after: KeyState, *, now: datetime, actor: str,
 
 
 def _closer(before: KeyState, after: KeyState, claim: Claim, cause_id: Any) -> Any:
-    """Who took (part of) ``claim``'s place: the claim that closed it by valid
-    time, else the cause of this write when it now wins where ``claim`` did
-    (a tie that turned ``claim``'s stretch into a conflict replaced nothing)."""
-    closer = after.resolution.superseded_by.get(claim.id)
-    if closer is not None:
-        return closer
+    """Who took (part of) ``claim``'s place: the cause of this write when it
+    now wins where ``claim`` did, else the claim that closed it by valid
+    time (a tie that turned ``claim``'s stretch into a conflict replaced
+    nothing). The cause comes first: a correction that takes over a stretch
+    a later value had already closed is what replaced it now, not that
+    later value again."""
     if cause_id is not None and cause_id != claim.id and after.resolution.fate.get(cause_id) == FATE_WINNING:
         if after.by_id[cause_id].value_key != claim.value_key and _stretches_meet(
                 before.extent(claim.id), after.extent(cause_id)):
             return cause_id
-    return None
+    return after.resolution.superseded_by.get(claim.id)
 
 
 def _stretches_meet(a: list[tuple], b: list[tuple]) -> bool:

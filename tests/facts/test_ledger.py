@@ -60,6 +60,27 @@ def published(monkeypatch):
 # --------------------------------------------------------------------------- valid time
 
 
+def test_a_correction_over_a_stretch_already_closed_is_what_replaced_it(agent, published):
+    # Munich closed Berlin's stretch in June; a correction (Bonn) from March
+    # then takes over what Berlin held: the record names Bonn, by source
+    # rank, not Munich a second time.
+    berlin = agent.assert_fact(assertion_data(value="Berlin", valid_from="2026-03-01T00:00:00Z", source_id="m-1"))
+    munich = agent.assert_fact(assertion_data(value="Munich", valid_from="2026-06-01T00:00:00Z", source_id="m-2"))
+    published.clear()
+
+    bonn = agent.assert_fact(assertion_data(value="Bonn", kind="correction", valid_from="2026-03-01T00:00:00Z",
+                                            source_id="m-3"))
+
+    superseded = [e.data for e in published if e.type == ev.FACT_SUPERSEDED]
+    logged = Event.objects.filter(type=ev.FACT_SUPERSEDED, assertion_id=berlin["assertion_id"]).order_by("at")
+    assert munich["supersedes"] == [berlin["assertion_id"]]
+    assert sorted(bonn["supersedes"]) == sorted([berlin["assertion_id"], munich["assertion_id"]])
+    assert [(d["assertion_id"], d["superseded_by"], d["rule"]) for d in superseded
+            if d["assertion_id"] == berlin["assertion_id"]] == [(berlin["assertion_id"], bonn["assertion_id"],
+                                                                  "source-rank")]
+    assert [e.after for e in logged] == [[munich["assertion_id"]], [bonn["assertion_id"]]]
+
+
 def test_employer_change_is_a_version_history_not_a_conflict(agent):
     old = agent.assert_fact(assertion_data(predicate="employer", value="Acme", valid_from="2020-01-01T00:00:00Z"))
     new = agent.assert_fact(assertion_data(predicate="employer", value="Globex", valid_from="2023-06-01T00:00:00Z"))
