@@ -27,8 +27,7 @@ def id_tail(value: Any) -> str:
 
 @register.simple_tag
 def short_id(value: Any, css_class: str = "") -> SafeString:
-    """``<code title="<full id>">…<last 12></code>``, with ``css_class`` if given."""
+    """``<code class="id" title="<full id>">…<last 12></code>``, with
+    ``css_class`` added if given (``.id`` keeps it on one line)."""
     full = str(value)
-    if css_class:
-        return format_html('<code class="{}" title="{}">…{}</code>', css_class, full, id_tail(full))
-    return format_html('<code title="{}">…{}</code>', full, id_tail(full))
+    return format_html('<code class="{}" title="{}">…{}</code>', f"id {css_class}".strip(), full, id_tail(full))
