@@ -23,7 +23,7 @@ MAX_VALUE_BYTES = 4096
 MAX_VALUE_DEPTH = 8
 MAX_BODY_DEPTH = 5 + MAX_VALUE_DEPTH
 MAX_EVIDENCE_CHARS = 10_000
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}$")
+_NAME_RE = re.compile(r"[A-Za-z0-9_.:\-]{1,200}")  # whole string: fullmatch (``$`` would let a final newline in)
 _PRECISIONS = ("year", "month", "day", "second")
 
 
@@ -105,7 +105,7 @@ def parse_optional_time(raw: Any, field: str) -> datetime | None:
 def _name(raw: Any, field: str, default: str | None = None) -> str:
     if raw is None and default is not None:
         return default
-    if not isinstance(raw, str) or not _NAME_RE.match(raw):
+    if not isinstance(raw, str) or not _NAME_RE.fullmatch(raw):
         raise InputError("must be 1-200 characters of letters, digits, _ . : -", field)
     return raw
 

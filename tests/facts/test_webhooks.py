@@ -110,6 +110,16 @@ def test_time_without_offset_is_400_naming_the_field(agent, field):
     assert row_counts(agent.tenant) == before
 
 
+@pytest.mark.parametrize("field, value", [("predicate", "employer\n"), ("subject", "u-1\n")])
+def test_a_name_ending_in_a_newline_is_400_naming_the_field(agent, field, value):
+    before = row_counts(agent.tenant)
+
+    response = agent.webhook("fact.asserted", {**assertion_data(), field: value})
+
+    assert (response.status_code, response.json()["field"]) == (400, f"data.{field}")
+    assert row_counts(agent.tenant) == before
+
+
 def test_unknown_source_kind_is_400_naming_the_field(agent):
     before = row_counts(agent.tenant)
 
