@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from console import audit
 from dashboard import accounts, actions, prompts, queries
 from dashboard.forms import (
     CorrectionForm, EraseForm, FilterForm, ForgetEverythingForm, NeitherForm, RetractForm, TimeTravelForm,
@@ -41,6 +42,12 @@ def subject_required(view):
         if subject is None:
             return render(request, "dashboard/no_subject.html", status=403)
         request.subject = subject
+        if request.method in audit.WRITE_METHODS:
+            # The audit entry names whose memory and which one or which
+            # question, by id (never a value): what support staff need to
+            # find what an end user changed.
+            audit.note(request, subject=subject.external_id,
+                       **{name: str(kwargs[name]) for name in ("assertion_id", "prompt_id") if name in kwargs})
         try:
             return view(request, *args, **kwargs)
         except NotFound:

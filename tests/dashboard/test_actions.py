@@ -148,3 +148,15 @@ def test_a_correction_from_the_year_1_leaves_the_memory_page_working(person):
     page = person.client.get(f"/memories/{correction.id}/")
     assert page.status_code == 200
     assert b"Rome" in page.content
+
+
+def test_the_audit_entry_of_an_end_user_action_names_the_subject_and_the_memory(person):
+    from console.models import AuditEntry
+
+    memory = person.remember(value="has a cat")
+    response = person.client.post(f"/memories/{memory['assertion_id']}/retract", {"reason": "not mine"})
+
+    entry = AuditEntry.objects.filter(action__endswith="retract").latest("at")
+    assert response.status_code == 302
+    assert entry.detail == {"subject": person.external_id, "assertion_id": memory["assertion_id"]}
+    assert "not mine" not in str(entry.detail)
