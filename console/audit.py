@@ -7,7 +7,9 @@ the admin alike, after the response is known. Nothing has to remember to
 call it, so a new view cannot forget to be audited; views add a summary of
 what they did through :func:`note` (ids, counts; never personal values).
 The API and inbound webhooks are machine calls, authenticated by key or
-signature and already in the event log, so they are not audited here.
+signature and already in the event log, so they are not audited here. A
+console sign-in that fails is recorded too (the name tried, never the
+password), under the tenant of the staff account of that name.
 """
 from __future__ import annotations
 
@@ -79,12 +81,34 @@ class AuditMiddleware:
         before = request.user if request.user.is_authenticated else None
         response = self.get_response(request)
         user = before or (request.user if request.user.is_authenticated else None)
-        if user is not None:
-            try:
+        try:
+            if user is not None:
                 record(request=request, response=response, user=user)
-            except Exception:  # the audit must never turn a done action into an error page
-                logger.exception("audit.write_failed", extra={"path": request.path})
+            elif _is_console_sign_in(request):
+                record_refused_sign_in(request=request, response=response)
+        except Exception:  # the audit must never turn a done action into an error page
+            logger.exception("audit.write_failed", extra={"path": request.path})
         return response
+
+
+def _is_console_sign_in(request: HttpRequest) -> bool:
+    match = getattr(request, "resolver_match", None)
+    return bool(match and match.namespace == "console" and match.url_name == "login")
+
+
+def record_refused_sign_in(*, request: HttpRequest, response: HttpResponse) -> AuditEntry:
+    """Write the :class:`AuditEntry` of a console sign-in that left nobody
+    signed in: the name tried (never the password), from where, and the
+    tenant of the staff account of that name, if there is one, so that the
+    tenant's admins see attempts on their accounts."""
+    name = str(request.POST.get("username", ""))[:200]
+    tenant_id = StaffMembership.objects.filter(user__username=name).values_list("tenant_id", flat=True).first()
+    match = request.resolver_match
+    return AuditEntry.objects.create(
+        tenant_id=tenant_id, user=None, actor=name, role="anonymous", action=f"{match.namespace}:{match.url_name}",
+        method=request.method, path=request.path[:500], status_code=response.status_code, ip=client_ip(request),
+        detail={"outcome": "refused"}, at=timezone.now(),
+    )
 
 
 def entries(*, tenant: Tenant, actor: str = "", action: str = "", role: str = "", since=None, until=None,
