@@ -9,6 +9,7 @@ from a shared queue until it is empty.
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import queue
 import threading
@@ -159,7 +160,7 @@ def _run_units(units: list, *, base_url: str, clients: int, send, deadline_secon
     lock = threading.Lock()
     errors: list[BaseException] = []
     deadline = time.monotonic() + deadline_seconds
-    slots = iter(range(1 << 62))
+    slots = itertools.count()
     started = 0.0
 
     def loop() -> None:

@@ -102,6 +102,18 @@ def _tail(path: Path, lines: int = 30) -> str:
         return "(no log)"
 
 
+def process_tree(pid: int | None) -> list[psutil.Process]:
+    """The process ``pid`` and all its descendants (none when ``pid`` is
+    ``None`` or gone)."""
+    if pid is None:
+        return []
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
 @dataclass
 class Peaks:
     """Peak resident set sizes seen in one phase, in bytes."""
@@ -147,11 +159,8 @@ class RssMonitor:
 
     @staticmethod
     def _tree(pid: int | None) -> list[int]:
-        if pid is None:
-            return []
         try:
-            root = psutil.Process(pid)
-            return [p.memory_info().rss for p in [root, *root.children(recursive=True)]]
+            return [p.memory_info().rss for p in process_tree(pid)]
         except psutil.Error:
             return []
 
@@ -205,20 +214,12 @@ def read_cpu(*, web_pid: int | None, worker_pid: int | None) -> CpuReading:
                 pass
         return out
 
-    def tree(pid: int | None) -> list:
-        if pid is None:
-            return []
-        try:
-            root = psutil.Process(pid)
-            return [root, *root.children(recursive=True)]
-        except psutil.Error:
-            return []
-
     postgres = [p for p in psutil.process_iter(["name"]) if (p.info["name"] or "").startswith("postgres")]
     machine = psutil.cpu_times()
     idle = machine.idle + getattr(machine, "iowait", 0.0)
-    return CpuReading({"web": spent(tree(web_pid)), "postgres": spent(postgres), "celery": spent(tree(worker_pid)),
-                       "client": spent([psutil.Process()])}, sum(machine) - idle, idle)
+    groups = {"web": process_tree(web_pid), "postgres": postgres, "celery": process_tree(worker_pid),
+              "client": [psutil.Process()]}
+    return CpuReading({name: spent(procs) for name, procs in groups.items()}, sum(machine) - idle, idle)
 
 
 def cpu_per_request(before: CpuReading, after: CpuReading, requests: int) -> dict:
