@@ -55,16 +55,23 @@ def record(*, request: HttpRequest, response: HttpResponse, user) -> AuditEntry:
     """Write one :class:`AuditEntry` for ``request`` by ``user``."""
     actor, role, tenant_id = _who(user)
     tenant = getattr(request, "console_tenant", None)
+    return _write(request, response, tenant_id=tenant.id if tenant is not None else tenant_id, user=user, actor=actor,
+                  role=role, detail=getattr(request, "audit_detail", {}))
+
+
+def _write(request: HttpRequest, response: HttpResponse, *, tenant_id: int | None, user, actor: str, role: str,
+           detail: dict) -> AuditEntry:
+    """The entry of ``request``: its route as the action, its path (a
+    sign-in link's secret replaced, even once used), method, status and
+    client address, now."""
     match = getattr(request, "resolver_match", None)
     action = f"{match.namespace}:{match.url_name}" if match and match.namespace else (match.url_name if match else "")
     path = request.path
-    if match and "token" in match.kwargs:  # a sign-in link's secret is not kept, even once used
+    if match and "token" in match.kwargs:
         path = path.replace(match.kwargs["token"], "[token]")
     return AuditEntry.objects.create(
-        tenant_id=tenant.id if tenant is not None else tenant_id, user=user, actor=actor, role=role,
-        action=action or "unknown", method=request.method, path=path[:500],
-        status_code=response.status_code, ip=client_ip(request), detail=getattr(request, "audit_detail", {}),
-        at=timezone.now(),
+        tenant_id=tenant_id, user=user, actor=actor, role=role, action=action or "unknown", method=request.method,
+        path=path[:500], status_code=response.status_code, ip=client_ip(request), detail=detail, at=timezone.now(),
     )
 
 
@@ -103,12 +110,8 @@ def record_refused_sign_in(*, request: HttpRequest, response: HttpResponse) -> A
     tenant's admins see attempts on their accounts."""
     name = str(request.POST.get("username", ""))[:200]
     tenant_id = StaffMembership.objects.filter(user__username=name).values_list("tenant_id", flat=True).first()
-    match = request.resolver_match
-    return AuditEntry.objects.create(
-        tenant_id=tenant_id, user=None, actor=name, role="anonymous", action=f"{match.namespace}:{match.url_name}",
-        method=request.method, path=request.path[:500], status_code=response.status_code, ip=client_ip(request),
-        detail={"outcome": "refused"}, at=timezone.now(),
-    )
+    return _write(request, response, tenant_id=tenant_id, user=None, actor=name, role="anonymous",
+                  detail={"outcome": "refused"})
 
 
 def entries(*, tenant: Tenant, actor: str = "", action: str = "", role: str = "", since=None, until=None,
