@@ -34,8 +34,15 @@ class Bar:
     label: str
     title: str
     open_end: bool
-    label_x: float = 0.0
-    label_anchor: str = "start"  # "end": the label ends at the right edge instead of starting at the bar
+    label_end: float | None = None  # set: the label ends there (the right edge) instead of starting at the bar
+
+    @property
+    def label_x(self) -> float:
+        return self.x if self.label_end is None else self.label_end
+
+    @property
+    def label_anchor(self) -> str:
+        return "start" if self.label_end is None else "end"
 
     @property
     def label_y(self) -> float:
@@ -159,11 +166,11 @@ def build_timeline(*, versions: list[dict], now: datetime, width: int = WIDTH) -
         shown = label if len(label) <= 60 else label[:57] + "…"
         bar = Bar(round(x0, 1), y, round(max(x1 - x0, 3), 1), status, shown,
                   f"{label}, {span}" if status == "erased" else f"{label}: {STATUS_LABELS.get(status, status)}, {span}",
-                  to is None, round(x0, 1))
+                  to is None)
         # "Cologne · kept, not used" over a bar near the right edge would run out of the picture: end it at the edge.
         text = f"{shown} · {bar.status_label}" if bar.status_label else shown
         if x0 + LABEL_CHAR * len(text) > width - SIDE:
-            bar = replace(bar, label_x=width - SIDE, label_anchor="end")
+            bar = replace(bar, label_end=width - SIDE)
         timeline.bars.append(bar)
         for s in v["sources"]:
             learned = parse_iso(s["recorded_at"])
