@@ -282,12 +282,9 @@ def time_travel(*, subject: Subject, believed_on: datetime, about: datetime, now
     A single-valued key is one row (same/changed/new/gone); a multi-valued
     key gives one row per value (same/new/gone)."""
     now = now or timezone.now()
-    if believed_on >= now:
-        then = _current_items(subject=subject, valid_at=about)
-    else:
-        then = facts_queries.facts_at(tenant=subject.tenant, external_id=subject.external_id, valid_at=about,
-                                      known_at=believed_on)["facts"]
-    today = then if believed_on >= now else _current_items(subject=subject, valid_at=about)
+    today = _current_items(subject=subject, valid_at=about)
+    then = today if believed_on >= now else facts_queries.facts_at(
+        tenant=subject.tenant, external_id=subject.external_id, valid_at=about, known_at=believed_on)["facts"]
     before, after = _values_by_key(then), _values_by_key(today)
     rows: list[DiffRow] = []
     for ident in sorted(before.keys() | after.keys(), key=lambda k: (k[0] != "self", k[0], k[1], k[2])):
