@@ -372,8 +372,14 @@ def _resolve_one(claims: Sequence[Claim], policy: Policy, resolution: Resolution
         # One tie is recorded once, at the start of the stretch over which
         # the same values stay tied, however many pieces other claims cut it
         # into (a second record would open a second conflict for one tie).
+        # Its claims are every claim tied anywhere on the stretch, as the
+        # merged conflict segment's candidates are.
         values = frozenset(c.value_key for c in tie[2]) if tie else None
-        if tie and running_tie != (start, tie[1], values):
+        if tie and running_tie == (start, tie[1], values):
+            first, rule, tied = resolution.ties[-1]
+            resolution.ties[-1] = (first, rule, tuple(sorted({c.id: c for c in tied + tie[2]}.values(),
+                                                             key=lambda c: c.order_key)))
+        elif tie:
             resolution.ties.append(tie)
         running_tie = (stop, tie[1], values) if tie else None
     resolution.segments = _merge(pieces, policy, resolution)

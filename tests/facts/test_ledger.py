@@ -310,6 +310,25 @@ def test_high_stakes_tie_cut_by_a_later_claim_is_still_one_conflict(agent):
     assert facts(agent, predicate="billing_address")[0]["conflict_id"] == tie["conflict_id"]
 
 
+def test_tie_carried_on_by_new_claims_of_the_same_values_is_the_same_conflict(agent):
+    # A later pair of the same two values ends the first pair and ties in
+    # turn: one stretch of one tie, so one conflict holding all four.
+    def send(value, valid_from):
+        return agent.assert_fact(assertion_data(predicate="billing_address", value=value, valid_from=valid_from))
+
+    send("1 Main St", "2025-01-01T00:00:00Z")
+    first = send("2 High St", "2025-01-01T00:00:00Z")
+    send("1 Main St", "2025-06-01T00:00:00Z")
+
+    last = send("2 High St", "2025-06-01T00:00:00Z")
+
+    assert (last["outcome"], last["conflict_id"]) == ("conflict", first["conflict_id"])
+    (conflict,) = Conflict.objects.filter(tenant=agent.tenant, status=Conflict.OPEN)
+    assert len(conflict.candidate_ids) == 4 and last["assertion_id"] in conflict.candidate_ids
+    (fact,) = facts(agent, predicate="billing_address")
+    assert fact["conflict_id"] == first["conflict_id"] and len(fact["candidates"]) == 4
+
+
 def test_tie_that_outlasts_its_rival_is_a_conflict_not_a_supersession(agent, published):
     # The real DyKnow pair of acting Polish presidents: same start, the
     # second holds alone after the first ends. Nothing was superseded.

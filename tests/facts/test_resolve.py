@@ -272,6 +272,21 @@ def test_one_tie_is_recorded_once_however_many_pieces_it_spans():
     assert [s.valid_from for s in resolution.conflicts()] == [at("2024-01-01")]
 
 
+def test_tie_carried_on_by_new_claims_of_the_same_values_holds_them_all():
+    home = claim("1 Main St", valid_from="2024-01-01")
+    office = claim("2 High St", valid_from="2024-01-01")
+    home_again = claim("1 Main St", valid_from="2025-01-01", source_id="m-3")
+    office_again = claim("2 High St", valid_from="2025-01-01", source_id="m-4")
+
+    resolution = resolve([home, office, home_again, office_again], HIGH)
+
+    (tie,) = resolution.ties
+    (segment,) = resolution.conflicts()
+    assert tie[0] == segment.valid_from == at("2024-01-01")
+    assert {c.id for c in tie[2]} == {c.id for c in segment.candidates} == {
+        home.id, office.id, home_again.id, office_again.id}
+
+
 def test_correction_settles_a_high_stakes_tie():
     home = claim("1 Main St", valid_from="2024-01-01")
     office = claim("2 High St", valid_from="2024-01-01")
@@ -388,12 +403,12 @@ POLICIES = st.builds(
 
 
 @st.composite
-def claims(draw, max_size=8):
-    """Claims on one key: few values, a few days of valid time, any kind."""
+def claims(draw, max_size=8, days=30):
+    """Claims on one key: few values, ``days`` days of valid time, any kind."""
     n = draw(st.integers(min_value=0, max_value=max_size))
     out = []
     for i in range(n):
-        start = draw(st.integers(min_value=0, max_value=30))
+        start = draw(st.integers(min_value=0, max_value=days))
         length = draw(st.one_of(st.none(), st.integers(min_value=1, max_value=20)))
         stated = draw(st.integers(min_value=0, max_value=3))
         out.append(claim(
@@ -517,3 +532,16 @@ def test_property_each_open_conflict_is_one_tie(cs, p):
     open_ties = [t[0] for t in resolution.ties if t[1] == RULE_TIE_CONFLICT]
 
     assert sorted(open_ties) == [s.valid_from for s in resolution.conflicts()]
+
+
+@settings(max_examples=300, deadline=None)
+@given(cs=claims(days=3), p=POLICIES)
+def test_property_each_conflict_candidate_is_in_its_tie(cs, p):
+    # The ledger names a new claim's conflict by the tie that holds it
+    # (facts/ledger.py, _commit_assertion): every candidate of an open
+    # conflict must be among the claims of the tie recorded at its start.
+    resolution = resolve(cs, p)
+    tied = {t[0]: {c.id for c in t[2]} for t in resolution.ties if t[1] == RULE_TIE_CONFLICT}
+
+    for segment in resolution.conflicts():
+        assert {c.id for c in segment.candidates} <= tied[segment.valid_from]
