@@ -75,4 +75,5 @@ def connect() -> None:
     """Subscribe to the ledger's events and handle the inbound
     ``clarification.answered`` webhook (idempotent)."""
     ev.subscribe(on_domain_event)
+    ev.prefetch_with_writes(outbox.active_endpoints)
     register_handler("clarification.answered", actions.answer_from_webhook)

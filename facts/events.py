@@ -119,3 +119,33 @@ def memo(key: Any, compute: Callable[[], Any]) -> Any:
     if key not in cache:
         cache[key] = compute()
     return cache[key]
+
+
+# Lookups a subscriber memoises during a write, which the ledger runs in its
+# lock round trip instead: tenant id -> (memo key, query).
+_prefetchers: list[Callable[[int], tuple[Any, Any]]] = []
+
+
+def prefetch_with_writes(prefetcher: Callable[[int], tuple[Any, Any]]) -> Callable[[int], tuple[Any, Any]]:
+    """Register ``prefetcher(tenant_id) -> (memo key, queryset)`` (idempotent):
+    a lookup a subscriber asks :func:`memo` for during a write, with what
+    ``compute`` would return being ``list(queryset)``. The ledger sends the
+    queryset with its first round trip (:func:`prefetches`,
+    :func:`remember`), so the lookup costs no round trip of its own."""
+    if prefetcher not in _prefetchers:
+        _prefetchers.append(prefetcher)
+    return prefetcher
+
+
+def prefetches(tenant_id: int) -> list[tuple[Any, Any]]:
+    """``(memo key, queryset)`` of every registered prefetch for a write of
+    ``tenant_id``; none outside a :func:`write_scope`."""
+    return [p(tenant_id) for p in _prefetchers] if _memo.get() is not None else []
+
+
+def remember(key: Any, value: Any) -> None:
+    """Store ``value`` as :func:`memo`'s answer for ``key`` in the current
+    :func:`write_scope` (nothing outside one)."""
+    cache = _memo.get()
+    if cache is not None:
+        cache[key] = value

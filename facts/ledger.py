@@ -27,7 +27,7 @@ from facts.claims import CLAIM_FIELDS, LIVE_SQL, to_claim
 from facts.inputs import AssertionInput, InputError, parse_name
 from facts.models import (
     Assertion, Conflict, CurrentFact, Event, FactKey, PredicatePolicy, SourceRanking, Subject, Tenant,
-    new_assertion_id,
+    WebhookReceipt, new_assertion_id,
 )
 from facts.policy import PolicyCache
 from facts.projection import iso, rows_for_key
@@ -386,7 +386,8 @@ def _lock(tenant: Tenant, asserted: list[AssertionInput], extra_ids: set[int], *
     predicates = {d.predicate for d in asserted}
     externals = list(names)
     policy_statement = policies.prefetch_statement(predicates)
-    keys, subject_rows, held_rows, *policy_rows = fetch_together(
+    prefetched = ev.prefetches(tenant.id)  # subscribers' lookups (events.prefetch_with_writes)
+    keys, subject_rows, held_rows, *more_rows = fetch_together(
         Select(FactKey, where=f"tenant_id = %s AND (id = ANY(%s) OR (subject_id = ANY(ARRAY(SELECT id FROM "
                               f"{_SUBJECTS} WHERE tenant_id = %s AND external_id = ANY(%s))) AND predicate = ANY(%s)))",
                params=[tenant.id, list(extra_ids), tenant.id, externals, list(predicates)],
@@ -396,9 +397,12 @@ def _lock(tenant: Tenant, asserted: list[AssertionInput], extra_ids: set[int], *
         Select(Assertion, ("payload_hash", "id"), "tenant_id = %s AND payload_hash = ANY(%s) AND erased_at IS NULL",
                [tenant.id, list({d.payload_hash for d in asserted})]) if asserted else Select.NOTHING,
         *([policy_statement] if policy_statement else []),
+        *(query for _, query in prefetched),
     )
     if policy_statement:
-        policies.load(predicates, policy_rows[0])
+        policies.load(predicates, more_rows.pop(0))
+    for (memo_key, _), rows in zip(prefetched, more_rows):
+        ev.remember(memo_key, rows)
     subjects = {r["external_id"]: r["id"] for r in subject_rows}
     unnamed = {r["id"]: names[r["external_id"]] for r in subject_rows
                if names[r["external_id"]] and not r["display_name"]}
@@ -528,8 +532,34 @@ def assert_fact(*, tenant: Tenant, data: AssertionInput, actor: str) -> WriteRes
     return write_batch(tenant=tenant, items=[data], actor=actor)[0]  # type: ignore[return-value]
 
 
-def write_batch(*, tenant: Tenant, items: list[Item], actor: str,
-                savepoint: bool = True) -> list[WriteResult | NotFound]:
+@dataclass(frozen=True)
+class Receipts:
+    """Idempotency receipts a write stores with its rows (API.md: a replayed
+    webhook id or batch event id gets its first answer again; see
+    :mod:`facts.webhooks`). ``keys`` holds one idempotency key per item
+    (``None``: no receipt for that item); each item answered with a
+    :class:`WriteResult` gets a :class:`~facts.models.WebhookReceipt` of
+    status 200 and the API body, in the write's last round trip. A key
+    stored meanwhile by a concurrent request raises ``IntegrityError``
+    (the caller rolls back and finds that receipt), or with
+    ``skip_stored`` is left as it is."""
+
+    keys: tuple[str | None, ...]
+    skip_stored: bool = False
+
+    def of(self, index: int) -> "Receipts":
+        """The receipt of item ``index`` alone."""
+        return Receipts((self.keys[index],), self.skip_stored)
+
+    def add_to(self, writes: Writes, tenant: Tenant, results: list, now: datetime) -> None:
+        writes.insert(WebhookReceipt, [
+            SimpleNamespace(tenant_id=tenant.id, webhook_id=key, status_code=200, response=r.as_body(), created_at=now)
+            for key, r in zip(self.keys, results) if key is not None and isinstance(r, WriteResult)
+        ], ignore_conflicts=self.skip_stored)
+
+
+def write_batch(*, tenant: Tenant, items: list[Item], actor: str, savepoint: bool = True,
+                receipts: Receipts | None = None) -> list[WriteResult | NotFound]:
     """Apply assertions and retractions in one transaction, in order (the
     batch import, API.md "Batch import"; every other write is a batch of one).
 
@@ -547,24 +577,32 @@ def write_batch(*, tenant: Tenant, items: list[Item], actor: str,
     transaction, no savepoint is taken (two statements fewer); the
     ``IntegrityError`` of such a race then goes to the caller, which rolls
     back and tries again (as :func:`facts.webhooks.dispatch_once` does).
+    ``receipts``: the items' idempotency receipts, stored in the same round
+    trip as the rows (see :class:`Receipts`).
     """
     if not items:
         return []
     try:
         with transaction.atomic(savepoint=savepoint), ev.write_scope():
-            return _apply_many(tenant, items, actor)
+            return _apply_many(tenant, items, actor, receipts)
     except IntegrityError:
         if not savepoint and transaction.get_connection().in_atomic_block:
             raise
         if len(items) > 1:
-            return [r for d in items for r in write_batch(tenant=tenant, items=[d], actor=actor)]
+            return [r for i, d in enumerate(items) for r in write_batch(
+                tenant=tenant, items=[d], actor=actor, receipts=receipts.of(i) if receipts else None)]
         found = _find_duplicate(tenant, items[0]) if isinstance(items[0], AssertionInput) else None
         if found is None:
             raise
+        if receipts:
+            writes = Writes()
+            receipts.add_to(writes, tenant, [found], timezone.now())
+            writes.send()
         return [found]
 
 
-def _apply_many(tenant: Tenant, items: list[Item], actor: str) -> list[WriteResult | NotFound]:
+def _apply_many(tenant: Tenant, items: list[Item], actor: str,
+                receipts: Receipts | None = None) -> list[WriteResult | NotFound]:
     results: list[WriteResult | NotFound | None] = [None] * len(items)
     asserted = [d for d in items if isinstance(d, AssertionInput)]
     stored = _retraction_targets(tenant, {i: d for i, d in enumerate(items) if isinstance(d, Retraction)})
@@ -583,11 +621,22 @@ def _apply_many(tenant: Tenant, items: list[Item], actor: str) -> list[WriteResu
         elif d.payload_hash not in first_of:
             first_of[d.payload_hash] = i
             todo.append(i)
+
+    def finish(writes: Writes, now: datetime) -> None:
+        """Once every item written has its result, before the last round trip."""
+        for i, d in enumerate(items):
+            if results[i] is None:  # the same payload twice in one batch: the second is a duplicate
+                results[i] = WriteResult(results[first_of[d.payload_hash]].assertion_id, "duplicate",
+                                         "duplicate-payload")
+        if receipts:
+            receipts.add_to(writes, tenant, results, now)
+
     if todo:
-        _record(tenant, items, todo, actor, results, locked, stored, policies)
-    for i, d in enumerate(items):
-        if results[i] is None:  # the same payload twice in one batch: the second is a duplicate
-            results[i] = WriteResult(results[first_of[d.payload_hash]].assertion_id, "duplicate", "duplicate-payload")
+        _record(tenant, items, todo, actor, results, locked, stored, policies, finish)
+    else:
+        writes = Writes()
+        finish(writes, timezone.now())
+        writes.send()
     return results
 
 
@@ -621,11 +670,12 @@ def _retraction_targets(tenant: Tenant, retractions: dict[int, Retraction]) -> d
 
 def _record(tenant: Tenant, items: list[Item], todo: list[int], actor: str,
             results: list[WriteResult | NotFound | None], locked: Locked, stored: dict[int, list[dict]],
-            policies: PolicyCache) -> None:
+            policies: PolicyCache, finish) -> None:
     """Write rule steps 3-8 for the items ``todo`` (indexes into ``items``:
     new assertions and retractions, in order), with the keys ``locked``
     and the retractions' targets ``stored`` (see :func:`_retraction_targets`);
-    fills ``results``."""
+    fills ``results``, then calls ``finish(writes, now)`` to add what goes
+    in the same last round trip."""
     fresh = [i for i in todo if isinstance(items[i], AssertionInput)]
     subjects, keys = locked.subjects, locked.by_ident
     now = timezone.now()
@@ -710,6 +760,7 @@ def _record(tenant: Tenant, items: list[Item], todo: list[int], actor: str,
         writes.insert(Event, log)
         _store_projections({kid: (state, conflict_ids.get(kid, {})) for kid, state in states.items()
                             if kid in conflict_ids}, info, writes)
+        finish(writes, now)
         writes.send()
         release()
     logger.info("ledger.batch", extra={"tenant": tenant.slug, "assertions": len(rows),

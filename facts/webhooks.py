@@ -10,7 +10,6 @@ by a function that app registers with :func:`register_handler`, so
 from __future__ import annotations
 
 import logging
-from types import SimpleNamespace
 from typing import Any, Callable
 
 from django.db import IntegrityError, transaction
@@ -59,25 +58,33 @@ _LEDGER_ITEMS: dict[str, Callable[..., ledger.Item]] = {
 
 def _ledger_handler(parse: Callable[..., ledger.Item]) -> Handler:
     """One event as a batch of one, inside dispatch_once's transaction (no
-    savepoint: a concurrent duplicate rolls back and is retried there)."""
-    def handle(tenant: Tenant, data: dict, actor: str) -> ledger.WriteResult:
-        result = ledger.write_batch(tenant=tenant, items=[parse(data)], actor=actor, savepoint=False)[0]
+    savepoint: a concurrent duplicate rolls back and is retried there).
+    ``receipt_key``: the idempotency key whose receipt the write stores in
+    its last round trip."""
+    def handle(tenant: Tenant, data: dict, actor: str, receipt_key: str | None = None) -> ledger.WriteResult:
+        receipts = ledger.Receipts((receipt_key,)) if receipt_key is not None else None
+        result = ledger.write_batch(tenant=tenant, items=[parse(data)], actor=actor, savepoint=False,
+                                    receipts=receipts)[0]
         if isinstance(result, NotFound):
             raise result
         return result
     return handle
 
 
-for _type, _parse in _LEDGER_ITEMS.items():
-    register_handler(_type, _ledger_handler(_parse))
+_LEDGER_HANDLERS = {_type: _ledger_handler(_parse) for _type, _parse in _LEDGER_ITEMS.items()}
+for _type, _handler in _LEDGER_HANDLERS.items():
+    register_handler(_type, _handler)
 
 
-def dispatch(tenant: Tenant, envelope: Any, *, actor: str, prefix: str = "") -> tuple[int, dict]:
+def dispatch(tenant: Tenant, envelope: Any, *, actor: str, prefix: str = "",
+             receipt_key: str | None = None) -> tuple[int, dict]:
     """Apply one event envelope ``{"type", "timestamp", "data"}``.
 
     Returns ``(status, body)``: 200 with the API.md response, or 4xx with
     ``{"detail", "field"}`` (nothing written). ``prefix`` prepends a path to
-    error fields (``events[3].``).
+    error fields (``events[3].``). With ``receipt_key`` a 200 is stored as
+    that idempotency key's receipt in the same transaction (by the ledger's
+    own last round trip for the ledger's event types).
     """
     try:
         if not isinstance(envelope, dict):
@@ -91,7 +98,13 @@ def dispatch(tenant: Tenant, envelope: Any, *, actor: str, prefix: str = "") -> 
         # No savepoint of its own: inside dispatch_once a refusal rolls the
         # whole transaction back; called alone, this is the transaction.
         with transaction.atomic(savepoint=False):
-            result = handler(tenant, envelope["data"], actor)
+            if handler is _LEDGER_HANDLERS.get(event_type):
+                result = handler(tenant, envelope["data"], actor, receipt_key=receipt_key)
+            else:
+                result = handler(tenant, envelope["data"], actor)
+                if receipt_key is not None:
+                    insert_rows(WebhookReceipt, [{"tenant_id": tenant.id, "webhook_id": receipt_key,
+                                                  "status_code": 200, "response": result.as_body()}])
         return 200, result.as_body()
     except InputError as exc:
         if prefix and exc.field and not exc.field.startswith(prefix):
@@ -134,11 +147,8 @@ def _dispatch_recorded(tenant: Tenant, idempotency_key: str, envelope: Any, *, a
     if receipt is not None:
         return receipt["status_code"], receipt["response"]
     with transaction.atomic():
-        status, body = dispatch(tenant, envelope, actor=actor, prefix=prefix)
-        if status == 200:
-            insert_rows(WebhookReceipt, [{"tenant_id": tenant.id, "webhook_id": idempotency_key,
-                                          "status_code": status, "response": body}])
-        else:
+        status, body = dispatch(tenant, envelope, actor=actor, prefix=prefix, receipt_key=idempotency_key)
+        if status != 200:
             transaction.set_rollback(True)  # a refusal writes nothing
         return status, body
 
@@ -181,14 +191,9 @@ def dispatch_batch(tenant: Tenant, events: list[dict], *, actor: str,
     def flush() -> None:
         if not run:
             return
-        with transaction.atomic():
-            results = ledger.write_batch(tenant=tenant, items=[d for _, d in run], actor=actor)
-            now = timezone.now()
-            insert_rows(WebhookReceipt, [
-                SimpleNamespace(tenant_id=tenant.id, webhook_id=keys[i], status_code=200, response=r.as_body(),
-                                created_at=now)
-                for (i, _), r in zip(run, results) if isinstance(r, ledger.WriteResult)
-            ], ignore_conflicts=True)
+        # One transaction: the rows and their receipts (ledger.Receipts).
+        results = ledger.write_batch(tenant=tenant, items=[d for _, d in run], actor=actor,
+                                     receipts=ledger.Receipts(tuple(keys[i] for i, _ in run), skip_stored=True))
         for (i, _), r in zip(run, results):
             out[i] = ((200, r.as_body()) if isinstance(r, ledger.WriteResult)
                       else (404, {"detail": str(r), "field": f"events[{i}].data"}))

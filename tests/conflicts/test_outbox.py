@@ -266,3 +266,31 @@ def test_answering_sends_clarification_answered_and_conflict_resolved(agent, ask
     assert answered["new"]["value"] == NEUE and answered["new"]["source"] == {"kind": "correction", "id": f"prompt:{prompt.id}"}
     assert sorted(o["value"] for o in answered["old"]) == sorted(d["value"] for d in tie())
     assert events["conflict.resolved"]["value"] == NEUE
+
+
+def test_a_signed_webhook_looks_up_endpoints_with_its_lock_and_stores_its_receipt_with_its_rows(agent, receiver):
+    # Round trips are the webhook's cost (issue 6): the endpoints come back
+    # with the key lock, the idempotency receipt goes with the new rows.
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.factories import assertion_data
+
+    register(agent, receiver.url, event_types=["fact.superseded"])
+    agent.assert_fact(assertion_data(value="Berlin", valid_from="2026-01-01T00:00:00Z"))
+    control = ("SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK", "BEGIN", "COMMIT")
+    moved = assertion_data(value="Munich", valid_from="2026-03-01T00:00:00Z")
+
+    with CaptureQueriesContext(connection) as ctx:
+        first = agent.webhook("fact.asserted", moved, webhook_id="msg_rt_1")
+
+    statements = [q["sql"] for q in ctx.captured_queries if not q["sql"].startswith(control)]
+    endpoint_reads = [s for s in statements if 'FROM "conflicts_webhookendpoint"' in s]
+    receipt_writes = [s for s in statements if 'INSERT INTO "facts_webhookreceipt"' in s]
+    assert first.json()["outcome"] == "superseded_existing"
+    assert len(endpoint_reads) == 1 and 'FROM "facts_factkey"' in endpoint_reads[0]
+    assert len(receipt_writes) == 1 and 'INSERT INTO "facts_assertion"' in receipt_writes[0]
+    assert OutboxMessage.objects.filter(tenant=agent.tenant, type="fact.superseded").count() == 1
+    replay = agent.webhook("fact.asserted", moved, webhook_id="msg_rt_1")
+    assert replay.json() == first.json()
+    assert OutboxMessage.objects.filter(tenant=agent.tenant, type="fact.superseded").count() == 1
