@@ -33,13 +33,14 @@ from urllib.parse import urlsplit
 import requests
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, Q
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
 from conflicts.models import Delivery, DeliveryAttempt, OutboxMessage, WebhookEndpoint
 from conflicts.scheduling import enqueue, enqueue_on_commit, resume
 from facts import events as ev
+from facts.bulk import Select
 from facts.errors import NotFound
 from facts.inputs import InputError
 from facts.models import Assertion, Conflict, FactKey, Subject, Tenant
@@ -160,12 +161,14 @@ def delete_endpoint(*, tenant: Tenant, endpoint_id: str) -> WebhookEndpoint:
 # --------------------------------------------------------------------------- recording
 
 
-def active_endpoints(tenant_id: int) -> tuple[tuple, QuerySet]:
-    """``(memo key, queryset)`` of the tenant's active endpoints, as the
-    ledger prefetches them with its first round trip of a write
-    (:func:`facts.events.prefetch_with_writes`)."""
-    return ("outbox.endpoints", tenant_id), WebhookEndpoint.objects.filter(tenant_id=tenant_id,
-                                                                           status=WebhookEndpoint.ACTIVE)
+def active_endpoints(tenant_id: int) -> tuple[tuple, Select]:
+    """``(memo key, query)`` of the tenant's active endpoints (model
+    instances), as the ledger prefetches them with its first round trip of
+    a write (:func:`facts.events.prefetch_with_writes`). A
+    :class:`~facts.bulk.Select`: its statement is built once per process,
+    not per write."""
+    return ("outbox.endpoints", tenant_id), Select(WebhookEndpoint, where="tenant_id = %s AND status = %s",
+                                                   params=[tenant_id, WebhookEndpoint.ACTIVE], as_model=True)
 
 
 def subscribed(*, tenant_id: int, type: str) -> list[WebhookEndpoint]:
@@ -174,7 +177,7 @@ def subscribed(*, tenant_id: int, type: str) -> list[WebhookEndpoint]:
     its lock, see :func:`active_endpoints`): a batch of 1,000 events asks
     the database once, a single webhook costs no round trip for it."""
     key, query = active_endpoints(tenant_id)
-    active = ev.memo(key, lambda: list(query))
+    active = ev.memo(key, query.fetch)
     return [e for e in active if not e.event_types or type in e.event_types]
 
 

@@ -127,18 +127,19 @@ _prefetchers: list[Callable[[int], tuple[Any, Any]]] = []
 
 
 def prefetch_with_writes(prefetcher: Callable[[int], tuple[Any, Any]]) -> Callable[[int], tuple[Any, Any]]:
-    """Register ``prefetcher(tenant_id) -> (memo key, queryset)`` (idempotent):
-    a lookup a subscriber asks :func:`memo` for during a write, with what
-    ``compute`` would return being ``list(queryset)``. The ledger sends the
-    queryset with its first round trip (:func:`prefetches`,
-    :func:`remember`), so the lookup costs no round trip of its own."""
+    """Register ``prefetcher(tenant_id) -> (memo key, query)`` (idempotent):
+    a lookup a subscriber asks :func:`memo` for during a write, ``query``
+    being anything :func:`facts.bulk.fetch_together` runs and ``compute``
+    returning its rows. The ledger sends the query with its first round
+    trip (:func:`prefetches`, :func:`remember`), so the lookup costs no
+    round trip of its own."""
     if prefetcher not in _prefetchers:
         _prefetchers.append(prefetcher)
     return prefetcher
 
 
 def prefetches(tenant_id: int) -> list[tuple[Any, Any]]:
-    """``(memo key, queryset)`` of every registered prefetch for a write of
+    """``(memo key, query)`` of every registered prefetch for a write of
     ``tenant_id``; none outside a :func:`write_scope`."""
     return [p(tenant_id) for p in _prefetchers] if _memo.get() is not None else []
 
