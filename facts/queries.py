@@ -117,7 +117,9 @@ def current_rows(*, subject: Subject, valid_at: datetime, entity: str | None = N
 
 
 def fact_item_from_row(row: CurrentFact) -> dict:
-    """A projection row as an API.md fact item."""
+    """A projection row as an API.md fact item. The row's stored ``item``
+    column holds the same, built by PostgreSQL (migration facts/0005: a
+    change here is a new migration there)."""
     base = {"entity": row.entity, "predicate": row.predicate, "scope": _scope_text(row.scope_kind, row.scope_key),
             "status": row.status, "valid_from": iso(row.valid_from), "valid_to": iso(row.valid_to)}
     if row.status == "conflict":
@@ -170,33 +172,18 @@ def facts_at_json(*, tenant: Tenant, external_id: str, valid_at: datetime | None
 # --------------------------------------------------------------------------- current view, built in SQL
 #
 # The current view's items are assembled by PostgreSQL: no model instances,
-# no decoding of the JSONB columns, no re-encoding. The expressions below
-# mirror ``iso``, ``_scope_text`` and ``fact_item_from_row`` exactly;
-# tests/facts/test_reads.py proves SQL-built and Python-built items equal.
+# no decoding of the JSONB columns, no re-encoding. Each projection row
+# carries its fact item as JSON text (column ``item``, kept by a trigger:
+# migration facts/0005, which mirrors ``iso``, ``_scope_text`` and
+# ``fact_item_from_row`` exactly); tests/facts/test_reads.py proves stored
+# and Python-built items equal.
 
 
 def _iso_sql(column: str) -> str:
     """SQL for ``iso(column)``: RFC 3339 UTC with ``Z``, microseconds only
     when nonzero, NULL for NULL."""
-    # One conversion and one to_char (then whole seconds lose ".000000"):
-    # the facts statement formats five times per row.
+    # One conversion and one to_char (then whole seconds lose ".000000").
     return f"""replace(to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), '.000000Z', 'Z')"""
-
-
-_SCOPE_SQL = "(CASE WHEN f.scope_kind = 'global' THEN f.scope_kind ELSE f.scope_kind || ':' || f.scope_key END)"
-_ITEM_BASE_SQL = (f"'entity', f.entity, 'predicate', f.predicate, 'scope', {_SCOPE_SQL}, 'status', f.status, "
-                  f"'valid_from', {_iso_sql('f.valid_from')}, 'valid_to', {_iso_sql('f.valid_to')}")
-FACT_ITEM_SQL = (
-    f"CASE WHEN f.status = 'conflict' THEN json_build_object({_ITEM_BASE_SQL}, 'candidates', f.candidates, "
-    f"'conflict_id', f.conflict_id::text, 'rule', f.rule) "
-    f"ELSE json_build_object({_ITEM_BASE_SQL}, 'value', f.value, 'assertion_id', f.assertion_id::text, "
-    f"'asserted_valid_to', {_iso_sql('f.asserted_valid_to')}, 'stated_at', {_iso_sql('f.stated_at')}, "
-    f"'recorded_at', {_iso_sql('f.recorded_at')}, 'source', json_build_object('kind', f.source->'kind', "
-    f"'id', f.source->'id', 'extractor', f.source->'extractor', 'evidence', f.source->'evidence'), "
-    f"'sources', f.sources, 'rule', f.rule) END"
-)
-"""SQL for one API fact item of the projection row ``f`` (a JSON value):
-what :func:`fact_item_from_row` builds in Python."""
 
 # Code point order, as Python sorts strings (``_row_order``), whatever the
 # database's collation.
@@ -245,7 +232,7 @@ def current_facts_statement(*, tenant_id: int | None = None, external_id: str, v
 def _current_facts_sql(key_sql: str, by_key: bool) -> str:
     """The text of :func:`current_facts_statement` (the same text for the same
     filters, so that it is prepared once)."""
-    items = (f"(SELECT string_agg(({FACT_ITEM_SQL})::text, ', ' ORDER BY {_ROW_ORDER_SQL}) "
+    items = (f"(SELECT string_agg(f.item, ', ' ORDER BY {_ROW_ORDER_SQL}) "
              f'FROM "{CurrentFact._meta.db_table}" f WHERE f.tenant_id = s.tenant_id AND f.subject_id = s.id '
              f"AND f.status IN ('value', 'conflict') AND {_HOLDING_SQL}{key_sql})")
     if not by_key:

@@ -60,17 +60,32 @@ def _populate(agent):
     agent.assert_fact(assertion_data(predicate="legal_name", value="Ann Jones", valid_from="2025-05-01T00:00:00Z"))
 
 
-def test_sql_built_items_equal_python_built_items(agent):
+def test_stored_items_equal_python_built_items(agent):
     _populate(agent)
     rows = list(CurrentFact.objects.filter(tenant=agent.tenant))
     assert {r.status for r in rows} >= {"value", "conflict"}
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT f.id, ({queries.FACT_ITEM_SQL})::text FROM facts_currentfact f "
-                       "WHERE f.tenant_id = %s", [agent.tenant.id])
+        cursor.execute("SELECT f.id, f.item FROM facts_currentfact f WHERE f.tenant_id = %s", [agent.tenant.id])
         built = {row_id: json.loads(text) for row_id, text in cursor.fetchall()}
     for row in rows:
         if row.status in ("value", "conflict"):
             assert built[row.id] == queries.fact_item_from_row(row), row.predicate
+
+
+def test_a_stored_item_follows_an_update_of_its_row(agent):
+    # Whoever changes a projection row (a rebuild, a repair), its item
+    # follows: the trigger of migration facts/0005 rebuilds it.
+    agent.assert_fact(assertion_data(predicate="employer", value="Acme"))
+    row = CurrentFact.objects.get(tenant=agent.tenant, predicate="employer")
+    CurrentFact.objects.filter(pk=row.pk).update(valid_to=datetime(2031, 2, 3, 4, 5, 6, 700000, tzinfo=timezone.utc),
+                                                  value="Globex")
+    row.refresh_from_db()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT item FROM facts_currentfact WHERE id = %s", [row.pk])
+        item = json.loads(cursor.fetchone()[0])
+
+    assert item == queries.fact_item_from_row(row)
+    assert (item["value"], item["valid_to"]) == ("Globex", "2031-02-03T04:05:06.700000Z")
 
 
 @pytest.mark.parametrize("valid_at", [None, "2024-06-01T00:00:00Z", "2025-02-03T04:05:06.5Z", "2030-01-01T00:00:00Z"])
