@@ -75,9 +75,8 @@ class Connection:
     spent about 0.9 ms of this machine's CPU per request, beside a
     psycopg baseline that spends almost none).
 
-    The connection is kept while the server keeps it (gunicorn's sync
-    workers close it after every response; a new one is opened for the
-    next request). A request that finds a kept connection closed by the
+    The connection is kept while the server keeps it (HTTP/1.1 keep-alive;
+    when the server closes it, a new one is opened for the next request). A request that finds a kept connection closed by the
     server before any answer is sent again once on a new connection.
     Transport failures and timeouts raise :class:`ClientError`."""
 

@@ -34,7 +34,7 @@ def maintenance_url(url: str) -> str:
 
 
 def configure_environment() -> dict[str, str]:
-    """Set the variables Django, gunicorn and Celery read, for this process
+    """Set the variables Django, the web server and Celery read, for this process
     and its children: the bench database and Redis database (defaults above
     unless set), ``DEBUG=0`` (no per-query memory growth), a fixed secret
     key, the settings module. Returns the variables set."""

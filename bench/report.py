@@ -309,7 +309,7 @@ def write_report(results: dict, directory: Path) -> Path:
              f"{cfg.get('clients')} client connections, then {cfg.get('webhook_single_slice', 0)} webhook "
              f"assertions over one, then {cfg.get('webhook_paced_slice', 0)} offered at "
              f"{_percent(cfg.get('webhook_paced_load'))} of the concurrent rate over {cfg.get('clients')} "
-             f"connections; {cfg.get('web_workers')} gunicorn workers, "
+             f"connections; {cfg.get('web_workers')} Granian workers, "
              f"{cfg.get('read_samples')} requests per read kind). Started {results.get('started_at')}, "
              f"took {results.get('seconds')} s.", "",
              f"Machine: {m.get('cpus')} CPUs, {m.get('memory_gib')} GiB, PostgreSQL {m.get('postgresql')}, "
@@ -318,7 +318,7 @@ def write_report(results: dict, directory: Path) -> Path:
              f"Preload: the store is filled by `{cfg.get('preload')}` before each size is measured "
              "(see `bench/preload.py`; `tables` writes the ledger's tables directly, resolving each key with "
              "`facts.resolve` and projecting with `facts.projection`, no domain events). Every measured figure "
-             "goes through HTTP to a gunicorn server on 127.0.0.1.", ""]
+             "goes through HTTP to a Granian server on 127.0.0.1, served as the README says.", ""]
     if has_plot:
         lines += ["![latency and throughput against store size](bench.png)", ""]
     lines += ["## Targets", "", f"_{TARGETS_SIZE_NOTE}._", ""]
@@ -351,7 +351,7 @@ def write_report(results: dict, directory: Path) -> Path:
     else:
         lines += [f"`GET /` signed in as a subject with N current memories, on the largest store "
                   f"({_fmt(dash.get('stored'))} assertions). Server time: in process through the whole Django "
-                  "stack (no network); HTTP: the same page from gunicorn.", ""]
+                  "stack (no network); HTTP: the same page from Granian.", ""]
         lines += _md_table(["memories", "server p50 ms", "server p95 ms", "HTTP p95 ms", "queries"],
                            [(f"{int(n):,}", d["server"]["p50_ms"], d["server"]["p95_ms"], d["http"]["p95_ms"],
                              f"{d['queries'][0]}-{d['queries'][1]}")

@@ -4,7 +4,8 @@ the machine's PostgreSQL and measure memoryui against the raw database.
 One run, one database (``memoryui_bench`` unless ``DATABASE_URL`` says
 otherwise; created and dropped here):
 
-1. start gunicorn on a free port of 127.0.0.1 and one Celery worker;
+1. start Granian (as the product is served) on a free port of 127.0.0.1 and
+   one Celery worker;
 2. for each size (``--sizes 10k,100k,1M``): preload the store up to that
    many assertions (``--preload``, see :mod:`bench.preload`), then measure
    - ingest: a fixed slice through ``POST /api/v1/assertions/batch`` and
@@ -37,9 +38,9 @@ from pathlib import Path
 from bench import database
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-# Gunicorn's starting point for sync workers ("Design", "How many workers?"):
-# (2 x cores) + 1, so that a worker waiting on PostgreSQL leaves the CPU to
-# another instead of leaving a client queued behind it.
+# One WSGI thread per worker process, (2 x cores) + 1 processes (the usual
+# starting point for blocking workers), so that a worker waiting on
+# PostgreSQL leaves the CPU to another instead of a client queued behind it.
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 DEFAULT_WEB_WORKERS = 2 * CORES + 1
 SIZE_SUFFIXES = {"k": 1_000, "m": 1_000_000}
@@ -86,7 +87,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=500, help="events per batch request (1-1000, default 500)")
     p.add_argument("--clients", type=int, default=4, help="concurrent client connections (default 4)")
     p.add_argument("--web-workers", type=int, default=DEFAULT_WEB_WORKERS,
-                   help=f"gunicorn sync workers (default 2 x cores + 1, Gunicorn's advice: {DEFAULT_WEB_WORKERS} here)")
+                   help=f"Granian worker processes, one WSGI thread each (default 2 x cores + 1, so that a core "
+                        f"never waits while workers wait on the database: {DEFAULT_WEB_WORKERS} here)")
     p.add_argument("--read-samples", type=int, default=200, help="requests per read kind per size (default 200)")
     p.add_argument("--dashboard-memories", type=int, default=5000, help="memories of the dashboard's heavy user")
     p.add_argument("--real-slice", type=int, default=2000,
@@ -145,7 +147,7 @@ class Bench:
             register_predicates(tenant=self.tenants[slug], predicates=PREDICATES)
         baseline.create(self.url)
         # Import every view now: the runner's in-process code is then the
-        # code gunicorn loaded, even if the working tree changes mid-run.
+        # code the server loaded, even if the working tree changes mid-run.
         from django.urls import get_resolver
 
         get_resolver().url_patterns

@@ -1,5 +1,5 @@
-"""The processes under test: a gunicorn web server bound to 127.0.0.1 on a
-free port, a Celery worker, and a sampler of their resident memory.
+"""The processes under test: a Granian web server (WSGI) bound to 127.0.0.1
+on a free port, a Celery worker, and a sampler of their resident memory.
 
 Every process started here is stopped by its own id (terminate, then kill
 after a grace period); nothing is matched by name.
@@ -19,6 +19,9 @@ import psutil
 import requests
 
 ROOT = Path(__file__).resolve().parent.parent
+# How the product is served (README, "Serving"): Granian's WSGI interface,
+# one Python thread per worker process, HTTP/1.1 only.
+SERVE_ARGS = ("--interface", "wsgi", "--blocking-threads", "1", "--http", "1", "memoryui.wsgi:application")
 
 
 def free_port() -> int:
@@ -42,7 +45,7 @@ class Process:
 
     def stop(self, *, grace_seconds: float = 10.0) -> None:
         """SIGTERM, wait up to ``grace_seconds``, then SIGKILL (this
-        process's id only; gunicorn and Celery stop their own children)."""
+        process's id only; Granian and Celery stop their own children)."""
         if self.popen.poll() is not None:
             return
         self.popen.terminate()
@@ -64,14 +67,15 @@ def _spawn(name: str, args: list[str], *, log_dir: Path) -> Process:
 
 
 def start_web(*, workers: int, log_dir: Path, timeout_seconds: float = 60.0) -> tuple[Process, str]:
-    """Start gunicorn (``workers`` sync workers, request timeout 300 s) on a
-    free port of 127.0.0.1 and wait until it answers. Returns the process and
-    its base URL. Raises ``RuntimeError`` (with the log's tail) when it does
-    not answer within ``timeout_seconds``."""
+    """Start Granian as the product is served (``workers`` worker
+    processes, one WSGI thread each, HTTP/1.1 with keep-alive) on a free
+    port of 127.0.0.1 and wait until it answers. Returns the process and
+    its base URL. Raises ``RuntimeError`` (with the log's tail) when it
+    does not answer within ``timeout_seconds``."""
     port = free_port()
-    proc = _spawn("web", [sys.executable, "-m", "gunicorn", "memoryui.wsgi:application",
-                          "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--timeout", "300",
-                          "--graceful-timeout", "5", "--log-level", "warning"], log_dir=log_dir)
+    proc = _spawn("web", [sys.executable, "-m", "granian", *SERVE_ARGS, "--host", "127.0.0.1",
+                          "--port", str(port), "--workers", str(workers), "--log-level", "warning"],
+                  log_dir=log_dir)
     base_url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout_seconds
     while time.monotonic() < deadline:
@@ -118,8 +122,8 @@ def process_tree(pid: int | None) -> list[psutil.Process]:
 class Peaks:
     """Peak resident set sizes seen in one phase, in bytes."""
 
-    web_total: int = 0  # gunicorn master plus workers
-    web_worker_max: int = 0  # the largest single gunicorn worker
+    web_total: int = 0  # Granian's main process plus workers
+    web_worker_max: int = 0  # the largest single worker
     celery_worker: int = 0
     runner: int = 0  # this process (the in-process preload, the client)
 
@@ -201,7 +205,7 @@ class CpuReading:
 
 
 def read_cpu(*, web_pid: int | None, worker_pid: int | None) -> CpuReading:
-    """One :class:`CpuReading` of the web server (gunicorn and its
+    """One :class:`CpuReading` of the web server (Granian and its
     workers), the Celery worker, PostgreSQL and this process."""
 
     def spent(procs) -> dict[int, float]:
