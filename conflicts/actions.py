@@ -123,14 +123,18 @@ def _conflict_wording(conflict: Conflict, *, allow_both: bool, now: datetime) ->
     if segment is None:
         return None
     rows = _rows(list(segment.candidates))
-    candidates = _evidence(rows)
+    # One mention and one option per value: a tie carried on by later
+    # claims of the same values holds several claims of each. The latest
+    # statement of a value speaks for it.
+    latest = {r.value_key: r for r in rows}
+    candidates = _evidence([r for r in rows if latest[r.value_key] is r])
     options = prompts.conflict_options(predicate=key.predicate, candidates=candidates)
     if not allow_both:
         options = [o for o in options if o["kind"] != "both"]
     return {
         "question": prompts.conflict_question(entity=key.entity, predicate=key.predicate, candidates=candidates,
                                               valid_from=segment.valid_from, valid_to=segment.valid_to, today=now),
-        "options": options, "assertion_ids": [c.assertion_id for c in candidates],
+        "options": options, "assertion_ids": [str(r.id) for r in rows],
         "valid_from": segment.valid_from, "valid_to": segment.valid_to,
     }
 

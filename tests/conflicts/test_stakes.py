@@ -101,3 +101,19 @@ def test_a_proposal_asked_again_after_its_confirmation_is_retracted(agent, ask, 
     assert withdrawn == "withdrawn"
     assert (prompt.status, prompt.proposal_assertion_id) == ("pending", proposal.id)
     assert ClarificationPrompt.objects.filter(tenant=agent.tenant).count() == 1
+
+
+def test_a_tie_carried_on_by_the_same_values_asks_about_each_value_once(agent, ask):
+    # Two more claims of the same two values, later, carry the tie on: one
+    # conflict of four claims, asked about as two values, each quoted from
+    # its latest statement.
+    later = tie(valid_from="2026-06-01T00:00:00Z", stated=("2026-11-26T10:00:00Z", "2026-11-27T10:00:00Z"))
+    later = [{**p, "source": {**p["source"], "id": f"{p['source']['id']}-again"}} for p in later]
+
+    prompt = ask(agent, tie() + later)
+
+    candidates = [o for o in prompt.options if o["kind"] == "candidate"]
+    assert [o["value"] for o in candidates] == [ALTE, NEUE]
+    assert [o["stated_at"] for o in candidates] == ["2026-11-26T10:00:00Z", "2026-11-27T10:00:00Z"]
+    assert prompt.question.count(ALTE) == 1 and prompt.question.count(NEUE) == 1
+    assert len(prompt.assertion_ids) == 4
