@@ -4,6 +4,9 @@ Every error body is ``{"detail": "...", "field": "..."}`` (API.md).
 """
 from __future__ import annotations
 
+import logging
+
+from django.conf import settings
 from django.http import HttpRequest
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -100,3 +103,16 @@ def _validation(request: HttpRequest, exc: ValidationError):
 @api.exception_handler(HttpError)
 def _http_error(request: HttpRequest, exc: HttpError):
     return api.create_response(request, {"detail": str(exc), "field": None}, status=exc.status_code)
+
+
+@api.exception_handler(Exception)
+def _server_error(request: HttpRequest, exc: Exception):
+    """Anything unexpected (a bug, the database gone): logged with its
+    traceback as Django logs a 500 (``django.request``), and answered in the
+    API's error shape rather than Django's HTML page. With ``DEBUG`` on the
+    exception goes on to Django's debug page."""
+    if settings.DEBUG:
+        raise exc
+    logging.getLogger("django.request").error("Internal Server Error: %s", request.path, exc_info=exc,
+                                              extra={"status_code": 500, "request": request})
+    return api.create_response(request, {"detail": "internal server error", "field": None}, status=500)

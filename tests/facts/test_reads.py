@@ -383,3 +383,18 @@ def test_parameters_postgresql_cannot_hold_are_refused_naming_them(agent, method
     assert response.json()["field"] == field
     assert "NUL" in response.json()["detail"]
     assert {m.__name__: m.objects.count() for m in models} == before
+
+
+def test_an_unexpected_error_is_a_json_500_in_the_api_shape(agent, monkeypatch, caplog):
+    # A bug or a lost database must not answer an agent backend with
+    # Django's HTML error page (API.md: every error is {"detail", "field"}).
+    def broken(**kwargs):
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(queries, "facts_at_json_for_key", broken)
+
+    response = agent.api("GET", "/subjects/u-1/facts")
+
+    assert response.status_code == 500 and response["Content-Type"].startswith("application/json")
+    assert response.json() == {"detail": "internal server error", "field": None}
+    assert any(r.name == "django.request" and r.exc_info for r in caplog.records)
