@@ -222,6 +222,9 @@ def dispatch_batch(tenant: Tenant, events: list[dict], *, actor: str,
     return out
 
 
+SIGNATURE_HEADERS = ("webhook-id", "webhook-timestamp", "webhook-signature")
+
+
 def _error(status: int, detail: str, field: str | None) -> JsonResponse:
     return JsonResponse({"detail": detail, "field": field}, status=status)
 
@@ -286,10 +289,16 @@ def inbound(request: HttpRequest, tenant_slug: str) -> JsonResponse:
     except UnicodeDecodeError as exc:
         return _error(400, f"is not UTF-8 text: {exc}", "body")
     headers = {k.lower(): v for k, v in request.headers.items() if k.lower().startswith("webhook-")}
+    missing = next((h for h in SIGNATURE_HEADERS if not headers.get(h)), None)
+    if missing is not None:
+        return _error(401, "is required (Standard Webhooks signature)", missing)
     try:
         verify_signature(secrets, body, headers)
     except WebhookVerificationError as exc:
-        return _error(401, f"signature check failed: {exc}", "webhook-signature")
+        # The library's words: a timestamp outside 5 minutes (or not a
+        # number) is the timestamp's fault, anything else the signature's.
+        about_time = "timestamp" in str(exc) or str(exc) == "Invalid Signature Headers"
+        return _error(401, f"signature check failed: {exc}", "webhook-timestamp" if about_time else "webhook-signature")
     try:
         envelope = parse_json_body(body)
     except InputError as exc:

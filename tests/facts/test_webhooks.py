@@ -78,7 +78,19 @@ def test_timestamp_outside_tolerance_is_401_and_writes_nothing(agent, skew):
 
     response = agent.webhook("fact.asserted", assertion_data(), timestamp=datetime.now(timezone.utc) + skew)
 
-    assert response.status_code == 401
+    assert (response.status_code, response.json()["field"]) == (401, "webhook-timestamp")
+    assert row_counts(agent.tenant) == before
+
+
+@pytest.mark.parametrize("header", ["webhook-id", "webhook-timestamp", "webhook-signature"])
+def test_a_missing_signature_header_is_401_naming_it_and_writes_nothing(agent, header):
+    body = envelope(assertion_data())
+    headers = {k: v for k, v in agent.signed_headers(body).items() if k != header}
+    before = row_counts(agent.tenant)
+
+    response = agent.client.post(f"/webhooks/{agent.slug}/", body, content_type="application/json", headers=headers)
+
+    assert (response.status_code, response.json()["field"]) == (401, header)
     assert row_counts(agent.tenant) == before
 
 
