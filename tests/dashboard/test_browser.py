@@ -220,3 +220,21 @@ def test_timeline_labels_stay_inside_the_picture_and_forgotten_is_in_the_legend(
     assert overflow == 0
     expect(page.locator(".tl-bar--erased .tl-label")).to_have_text("forgotten")
     expect(page.locator(".legend")).to_contain_text("forgotten")
+
+
+def test_pages_declare_an_icon_and_load_without_a_failed_request(page, live_server, person):
+    # Without an icon every page load asked for /favicon.ico and logged a
+    # 404 in the browser's console (a new user's trial).
+    failed = []
+    page.on("response", lambda r: failed.append((r.status, r.url)) if r.status >= 400 else None)
+
+    page.goto(f"{live_server.url}/console/")
+    page.wait_for_load_state("networkidle")
+    seed_life(person)
+    sign_in(page, live_server, person)
+    page.wait_for_load_state("networkidle")
+    icon = page.locator('link[rel="icon"]').get_attribute("href")
+    served = page.request.get(f"{live_server.url}{icon}")
+
+    assert failed == []
+    assert served.status == 200 and served.headers["content-type"].startswith("image/svg+xml")
