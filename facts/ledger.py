@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from types import SimpleNamespace
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, transaction
 from django.utils import timezone
@@ -552,6 +552,7 @@ class Receipts:
         return Receipts((self.keys[index],), self.skip_stored)
 
     def add_to(self, writes: Writes, tenant: Tenant, results: list, now: datetime) -> None:
+        """Add the receipts of ``results`` (one per key, in order) to ``writes``."""
         writes.insert(WebhookReceipt, [
             SimpleNamespace(tenant_id=tenant.id, webhook_id=key, status_code=200, response=r.as_body(), created_at=now)
             for key, r in zip(self.keys, results) if key is not None and isinstance(r, WriteResult)
@@ -670,7 +671,7 @@ def _retraction_targets(tenant: Tenant, retractions: dict[int, Retraction]) -> d
 
 def _record(tenant: Tenant, items: list[Item], todo: list[int], actor: str,
             results: list[WriteResult | NotFound | None], locked: Locked, stored: dict[int, list[dict]],
-            policies: PolicyCache, finish) -> None:
+            policies: PolicyCache, finish: Callable[[Writes, datetime], None]) -> None:
     """Write rule steps 3-8 for the items ``todo`` (indexes into ``items``:
     new assertions and retractions, in order), with the keys ``locked``
     and the retractions' targets ``stored`` (see :func:`_retraction_targets`);
