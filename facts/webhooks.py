@@ -111,9 +111,22 @@ def dispatch(tenant: Tenant, envelope: Any, *, actor: str, prefix: str = "",
             exc.field = prefix + exc.field
         return exc.status, exc.as_body()
     except NotFound as exc:
-        return 404, {"detail": str(exc), "field": f"{prefix}data"}
+        return 404, {"detail": str(exc), "field": _not_found_field(envelope.get("data"), prefix)}
     except StateConflict as exc:
         return 409, {"detail": exc.detail, "field": None, **exc.state}
+
+
+# The ids an event names, in the order a 404 blames them: what was looked
+# up and not found in the tenant.
+_NAMED_IDS = ("assertion_id", "prompt_id", "source_id")
+
+
+def _not_found_field(data: Any, prefix: str) -> str:
+    """The field a 404 names: the id the event's ``data`` looked up
+    (``data.assertion_id``, ``data.prompt_id`` or ``data.source_id``), or
+    ``data``."""
+    named = next((n for n in _NAMED_IDS if isinstance(data, dict) and data.get(n) not in (None, "")), None)
+    return f"{prefix}data.{named}" if named else f"{prefix}data"
 
 
 _LOOK_UP = object()
@@ -196,7 +209,7 @@ def dispatch_batch(tenant: Tenant, events: list[dict], *, actor: str,
                                      receipts=ledger.Receipts(tuple(keys[i] for i, _ in run), skip_stored=True))
         for (i, _), r in zip(run, results):
             out[i] = ((200, r.as_body()) if isinstance(r, ledger.WriteResult)
-                      else (404, {"detail": str(r), "field": f"events[{i}].data"}))
+                      else (404, {"detail": str(r), "field": _not_found_field(events[i]["data"], f"events[{i}].")}))
         run.clear()
 
     for i, event in enumerate(events):

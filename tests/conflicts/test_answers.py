@@ -254,6 +254,17 @@ def test_a_malformed_answer_webhook_is_400_and_writes_nothing(agent, ask, data, 
     assert counts(agent.tenant) == before
 
 
+def test_an_answer_webhook_for_an_unknown_prompt_is_404_naming_it_and_writes_nothing(agent, ask):
+    ask(agent, tie())
+    before = counts(agent.tenant)
+
+    response = agent.webhook("clarification.answered",
+                             {"prompt_id": "0190f2a4-0000-7000-8000-000000000000", "choice": "both"})
+
+    assert (response.status_code, response.json()["field"]) == (404, "data.prompt_id")
+    assert counts(agent.tenant) == before
+
+
 def test_prompts_are_listed_by_status(agent, ask):
     prompt = ask(agent, tie())
     pending = agent.get("/subjects/u-1/prompts", status="pending")["prompts"]

@@ -334,7 +334,7 @@ def test_batch_retraction_that_names_nothing_is_404_and_the_others_are_written(a
 
     results = agent.api("POST", "/assertions/batch", {"events": events}).json()["results"]
 
-    assert [(r["status"], r.get("field")) for r in results] == [(404, "events[0].data"), (200, None)]
+    assert [(r["status"], r.get("field")) for r in results] == [(404, "events[0].data.source_id"), (200, None)]
     after = row_counts(agent.tenant)
     assert after["Assertion"] == before["Assertion"] + 1
     assert after["WebhookReceipt"] == before["WebhookReceipt"] + 1  # the refusal is not remembered
@@ -449,3 +449,17 @@ def test_a_ttl_the_policy_column_cannot_hold_is_400(agent):
 
     assert (response.status_code, response.json()["field"]) == (400, "ttl_seconds")
     assert PredicatePolicy.objects.count() == count
+
+
+@pytest.mark.parametrize("data, field", [
+    ({"assertion_id": "0190f2a4-0000-7000-8000-000000000000", "reason": "wrong"}, "data.assertion_id"),
+    ({"subject": "u-1", "source_id": "never-sent"}, "data.source_id"),
+])
+def test_a_retraction_that_finds_nothing_is_404_naming_the_id_and_writes_nothing(agent, data, field):
+    agent.assert_fact(assertion_data(value="Berlin"))
+    before = row_counts(agent.tenant)
+
+    response = agent.webhook("fact.retracted", data)
+
+    assert (response.status_code, response.json()["field"]) == (404, field)
+    assert row_counts(agent.tenant) == before
