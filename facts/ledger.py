@@ -558,6 +558,12 @@ class Receipts:
             for key, r in zip(self.keys, results) if key is not None and isinstance(r, WriteResult)
         ], ignore_conflicts=self.skip_stored)
 
+    def store(self, tenant: Tenant, results: list) -> None:
+        """Store the receipts of ``results`` now, in a round trip of their own."""
+        writes = Writes()
+        self.add_to(writes, tenant, results, timezone.now())
+        writes.send()
+
 
 def write_batch(*, tenant: Tenant, items: list[Item], actor: str, savepoint: bool = True,
                 receipts: Receipts | None = None) -> list[WriteResult | NotFound]:
@@ -596,9 +602,7 @@ def write_batch(*, tenant: Tenant, items: list[Item], actor: str, savepoint: boo
         if found is None:
             raise
         if receipts:
-            writes = Writes()
-            receipts.add_to(writes, tenant, [found], timezone.now())
-            writes.send()
+            receipts.store(tenant, [found])
         return [found]
 
 
@@ -635,7 +639,7 @@ def _apply_many(tenant: Tenant, items: list[Item], actor: str,
     if todo:
         _record(tenant, items, todo, actor, results, locked, stored, policies, finish)
     else:
-        writes = Writes()
+        writes = Writes()  # every item a duplicate: only receipts, if any
         finish(writes, timezone.now())
         writes.send()
     return results

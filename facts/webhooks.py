@@ -20,7 +20,7 @@ from django.views.decorators.http import require_POST
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from facts import ledger
-from facts.bulk import Select, fetch_together, insert_rows
+from facts.bulk import Select, fetch_together
 from facts.errors import NotFound, StateConflict
 from facts.inputs import InputError, parse_assertion, parse_json_body, parse_retraction
 from facts.models import Tenant, WebhookReceipt
@@ -29,14 +29,24 @@ from facts.tenants import tenant_with_secrets_from, tenant_with_secrets_statemen
 logger = logging.getLogger(__name__)
 
 Handler = Callable[[Tenant, dict, str], ledger.WriteResult]
-_handlers: dict[str, Handler] = {}
+# What dispatch calls: ``(tenant, data, actor, receipt key or None)``; the
+# handler stores the receipt of its answer in its own transaction.
+_Dispatched = Callable[[Tenant, dict, str, "str | None"], ledger.WriteResult]
+_handlers: dict[str, _Dispatched] = {}
 
 
 def register_handler(event_type: str, handler: Handler) -> None:
     """Let another app handle an inbound event type. ``handler(tenant, data,
     actor)`` returns a :class:`~facts.ledger.WriteResult` or raises
-    :class:`InputError`, :class:`NotFound` or :class:`StateConflict`."""
-    _handlers[event_type] = handler
+    :class:`InputError`, :class:`NotFound` or :class:`StateConflict`; its
+    answer's idempotency receipt is stored after it, in the same
+    transaction."""
+    def handle(tenant: Tenant, data: dict, actor: str, receipt_key: str | None) -> ledger.WriteResult:
+        result = handler(tenant, data, actor)
+        if receipt_key is not None:
+            ledger.Receipts((receipt_key,)).store(tenant, [result])
+        return result
+    _handlers[event_type] = handle
 
 
 def _assertion_item(data: Any, prefix: str = "data") -> ledger.Item:
@@ -56,12 +66,12 @@ _LEDGER_ITEMS: dict[str, Callable[..., ledger.Item]] = {
 }
 
 
-def _ledger_handler(parse: Callable[..., ledger.Item]) -> Handler:
+def _ledger_handler(parse: Callable[..., ledger.Item]) -> _Dispatched:
     """One event as a batch of one, inside dispatch_once's transaction (no
     savepoint: a concurrent duplicate rolls back and is retried there).
     ``receipt_key``: the idempotency key whose receipt the write stores in
     its last round trip."""
-    def handle(tenant: Tenant, data: dict, actor: str, receipt_key: str | None = None) -> ledger.WriteResult:
+    def handle(tenant: Tenant, data: dict, actor: str, receipt_key: str | None) -> ledger.WriteResult:
         receipts = ledger.Receipts((receipt_key,)) if receipt_key is not None else None
         result = ledger.write_batch(tenant=tenant, items=[parse(data)], actor=actor, savepoint=False,
                                     receipts=receipts)[0]
@@ -71,9 +81,8 @@ def _ledger_handler(parse: Callable[..., ledger.Item]) -> Handler:
     return handle
 
 
-_LEDGER_HANDLERS = {_type: _ledger_handler(_parse) for _type, _parse in _LEDGER_ITEMS.items()}
-for _type, _handler in _LEDGER_HANDLERS.items():
-    register_handler(_type, _handler)
+for _type, _parse in _LEDGER_ITEMS.items():
+    _handlers[_type] = _ledger_handler(_parse)
 
 
 def dispatch(tenant: Tenant, envelope: Any, *, actor: str, prefix: str = "",
@@ -83,8 +92,8 @@ def dispatch(tenant: Tenant, envelope: Any, *, actor: str, prefix: str = "",
     Returns ``(status, body)``: 200 with the API.md response, or 4xx with
     ``{"detail", "field"}`` (nothing written). ``prefix`` prepends a path to
     error fields (``events[3].``). With ``receipt_key`` a 200 is stored as
-    that idempotency key's receipt in the same transaction (by the ledger's
-    own last round trip for the ledger's event types).
+    that idempotency key's receipt in the same transaction (for the
+    ledger's event types, in the write's last round trip).
     """
     try:
         if not isinstance(envelope, dict):
@@ -98,13 +107,7 @@ def dispatch(tenant: Tenant, envelope: Any, *, actor: str, prefix: str = "",
         # No savepoint of its own: inside dispatch_once a refusal rolls the
         # whole transaction back; called alone, this is the transaction.
         with transaction.atomic(savepoint=False):
-            if handler is _LEDGER_HANDLERS.get(event_type):
-                result = handler(tenant, envelope["data"], actor, receipt_key=receipt_key)
-            else:
-                result = handler(tenant, envelope["data"], actor)
-                if receipt_key is not None:
-                    insert_rows(WebhookReceipt, [{"tenant_id": tenant.id, "webhook_id": receipt_key,
-                                                  "status_code": 200, "response": result.as_body()}])
+            result = handler(tenant, envelope["data"], actor, receipt_key)
         return 200, result.as_body()
     except InputError as exc:
         if prefix and exc.field and not exc.field.startswith(prefix):
