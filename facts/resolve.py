@@ -202,6 +202,11 @@ class Resolution:
         return [s for s in self.segments if s.status == SEGMENT_CONFLICT]
 
 
+def _distinct(claims: Iterable[Claim]) -> tuple[Claim, ...]:
+    """``claims`` once each (by id), in valid-time order (``order_key``)."""
+    return tuple(sorted({c.id: c for c in claims}.values(), key=lambda c: c.order_key))
+
+
 def resolve(claims: Iterable[Claim], policy: Policy) -> Resolution:
     """Resolve one fact key: DESIGN.md, "The resolution function".
 
@@ -210,7 +215,7 @@ def resolve(claims: Iterable[Claim], policy: Policy) -> Resolution:
     erased); ``policy`` the policy in force then. Raises ``ValueError`` for a
     source kind outside :data:`SOURCE_KINDS`.
     """
-    claims = sorted({c.id: c for c in claims}.values(), key=lambda c: c.order_key)
+    claims = _distinct(claims)
     for c in claims:
         if c.source_kind not in SOURCE_KINDS:
             raise ValueError(f"unknown source kind {c.source_kind!r}")
@@ -377,8 +382,7 @@ def _resolve_one(claims: Sequence[Claim], policy: Policy, resolution: Resolution
         values = frozenset(c.value_key for c in tie[2]) if tie else None
         if tie and running_tie == (start, tie[1], values):
             first, rule, tied = resolution.ties[-1]
-            resolution.ties[-1] = (first, rule, tuple(sorted({c.id: c for c in tied + tie[2]}.values(),
-                                                             key=lambda c: c.order_key)))
+            resolution.ties[-1] = (first, rule, _distinct(tied + tie[2]))
         elif tie:
             resolution.ties.append(tie)
         running_tie = (stop, tie[1], values) if tie else None
@@ -453,7 +457,7 @@ def _merge(pieces: list[Segment], policy: Policy, resolution: Resolution) -> lis
         prev = merged[-1] if merged else None
         if prev is not None and prev.valid_to == piece.valid_from and _same_answer(prev, piece):
             sources = _rank_sorted({c.id: c for c in prev.sources + piece.sources}.values(), policy)
-            candidates = tuple(sorted({c.id: c for c in prev.candidates + piece.candidates}.values(), key=lambda c: c.order_key))
+            candidates = _distinct(prev.candidates + piece.candidates)
             merged[-1] = Segment(
                 prev.valid_from, piece.valid_to, prev.status, prev.value_key,
                 sources[0].value if sources else None, sources[0] if sources else None,
