@@ -76,9 +76,10 @@ class Connection:
     psycopg baseline that spends almost none).
 
     The connection is kept while the server keeps it (HTTP/1.1 keep-alive;
-    when the server closes it, a new one is opened for the next request). A request that finds a kept connection closed by the
-    server before any answer is sent again once on a new connection.
-    Transport failures and timeouts raise :class:`ClientError`."""
+    when the server closes it, a new one is opened for the next request).
+    A request that finds a kept connection closed by the server before any
+    answer is sent again once on a new connection. Transport failures and
+    timeouts raise :class:`ClientError`."""
 
     def __init__(self, base_url: str, *, timeout: float = 120.0):
         parts = urlsplit(base_url)
