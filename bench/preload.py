@@ -97,7 +97,7 @@ def _load_chunk(*, tenant, histories: Sequence[SubjectHistory]) -> dict:
         key_names = {(subject_ids[a.subject], a.entity, a.predicate, a.scope_kind, a.scope_key) for _, a in parsed}
         FactKey.objects.bulk_create(
             [FactKey(tenant=tenant, subject_id=s, entity=en, predicate=p, scope_kind=k, scope_key=sk)
-             for s, en, p, k, sk in key_names], ignore_conflicts=True)
+             for s, en, p, k, sk in sorted(key_names)], ignore_conflicts=True)
         keys = {(k.subject_id, k.entity, k.predicate, k.scope_kind, k.scope_key): k
                 for k in FactKey.objects.filter(tenant=tenant, subject_id__in=subject_ids.values())}
 
@@ -141,7 +141,9 @@ def _load_chunk(*, tenant, histories: Sequence[SubjectHistory]) -> dict:
         policies.prefetch({k.predicate for k in by_id.values()})
         projection, conflicts = [], []
         touched = {key.id for _, key in (pair for pairs in by_source.values() for pair in pairs)}
-        for key_id in touched:
+        # Subject by subject, as the batch endpoint writes a batch of whole
+        # subjects: each subject's projection rows lie together on disk.
+        for key_id in sorted(touched, key=lambda k: (by_id[k].subject_id, k)):
             key = by_id[key_id]
             claims = claims_by_key.get(key_id, [])
             resolution = resolve(claims, policies.get(key.predicate))
