@@ -38,11 +38,13 @@ from pathlib import Path
 from bench import database
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-# One WSGI thread per worker process, (2 x cores) + 1 processes (the usual
-# starting point for blocking workers), so that a worker waiting on
-# PostgreSQL leaves the CPU to another instead of a client queued behind it.
+# One WSGI thread per worker process, cores + 1 processes (README,
+# "Serving"): one more than the cores, so that a core has work while a
+# worker waits on PostgreSQL, and no more, because on a small machine the
+# database and the Celery worker share the same cores (measured against
+# 2 x cores + 1: bench/results/FINDINGS.md).
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-DEFAULT_WEB_WORKERS = 2 * CORES + 1
+DEFAULT_WEB_WORKERS = CORES + 1
 SIZE_SUFFIXES = {"k": 1_000, "m": 1_000_000}
 
 
@@ -89,8 +91,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=500, help="events per batch request (1-1000, default 500)")
     p.add_argument("--clients", type=int, default=4, help="concurrent client connections (default 4)")
     p.add_argument("--web-workers", type=int, default=DEFAULT_WEB_WORKERS,
-                   help=f"Granian worker processes, one WSGI thread each (default 2 x cores + 1, so that a core "
-                        f"never waits while workers wait on the database: {DEFAULT_WEB_WORKERS} here)")
+                   help=f"Granian worker processes, one WSGI thread each (default cores + 1, as the README's "
+                        f"\"Serving\" says: {DEFAULT_WEB_WORKERS} here)")
     p.add_argument("--read-samples", type=int, default=200, help="requests per read kind per size (default 200)")
     p.add_argument("--dashboard-memories", type=int, default=5000, help="memories of the dashboard's heavy user")
     p.add_argument("--real-slice", type=int, default=2000,
