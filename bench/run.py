@@ -79,7 +79,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--slice", type=int, default=20000,
                    help="assertions ingested through the batch endpoint per size (default 20000: about 40 "
                         "requests over a few seconds, so that the first and the last weigh little)")
-    p.add_argument("--webhook-slice", type=int, default=1000, help="assertions ingested as signed webhooks per size")
+    p.add_argument("--webhook-slice", type=int, default=3000,
+                   help="assertions ingested as signed webhooks over --clients connections per size (default 3000: "
+                        "several seconds, so that one stall does not make the p95)")
     p.add_argument("--webhook-single-slice", type=int, default=300,
                    help="assertions sent as signed webhooks over one connection per size, for the latency of a "
                         "webhook on its own (default 300; 0 skips)")
