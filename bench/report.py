@@ -335,6 +335,12 @@ def write_report(results: dict, directory: Path) -> Path:
                   f"Batch outcomes: {_get(size, 'batch', 'outcomes')}. Webhook outcomes: "
                   f"{_get(size, 'webhook', 'outcomes')}.", ""]
         lines += _md_table(["figure", "memoryui", "baseline", "ratio"], figure_rows(size))
+        cpu = _get(size, "batch", "cpu_per_assertion")
+        if cpu:
+            lines += ["", f"CPU per assertion through the batch endpoint: web server {cpu['web_ms']} ms, PostgreSQL "
+                          f"{cpu['postgres_ms']} ms, Celery worker {cpu['celery_ms']} ms (the prompts the slice "
+                          f"asks for); the machine was busy {_percent(cpu['utilisation'])} of the time "
+                          f"({cpu['machine_ms']} ms of CPU per assertion in all)."]
         for key, how in (("webhook", f"{_get(results, 'config', 'clients')} concurrent clients"),
                          ("webhook_single", "one connection"), ("webhook_paced", "paced")):
             cpu = _get(size, key, "cpu_per_webhook")

@@ -314,17 +314,25 @@ class Bench:
 
     def measure_batch(self, label: str) -> tuple[dict, dict]:
         """The batch slice through the endpoint, then the same rows as one
-        plain INSERT each (same number of connections)."""
-        from bench import baseline, client
+        plain INSERT each (same number of connections). The CPU each
+        process group spent per assertion is kept beside the rate (the
+        Celery worker opens the prompts the slice asks for meanwhile)."""
+        from bench import baseline, client, server
         from bench.generate import TENANT
 
         hs = self.take(self.args.slice)
         units = client.batch_units(hs, batch_size=self.args.batch_size)
         log(f"{label}: batch slice {sum(h.assertions for h in hs):,} assertions in {len(units)} requests, "
             f"{self.args.clients} clients")
+        pids = {"web_pid": self.web.pid, "worker_pid": self.worker.pid}
+        before = server.read_cpu(**pids)
         r = client.post_batches(base_url=self.base_url, api_key=self.creds[TENANT].api_key, units=units,
                                 clients=self.args.clients, deadline_seconds=self.args.deadline_minutes * 60)
         batch = self._ingest_json(r)
+        batch["cpu_per_assertion"] = cpu = server.cpu_per_request(before, server.read_cpu(**pids), r.assertions,
+                                                                   digits=3)
+        log(f"{label}: CPU per batch assertion: web {cpu['web_ms']} ms, PostgreSQL {cpu['postgres_ms']} ms, "
+            f"Celery {cpu['celery_ms']} ms; machine busy {cpu['utilisation']:.0%}")
         chunks = baseline.insert_chunks(hs, tenant=TENANT, size=self.args.batch_size)
         seconds, _ = baseline.insert(self.url, chunks, clients=self.args.clients)
         rows = sum(len(c) for c in chunks)

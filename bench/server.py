@@ -226,16 +226,17 @@ def read_cpu(*, web_pid: int | None, worker_pid: int | None) -> CpuReading:
     return CpuReading({name: spent(procs) for name, procs in groups.items()}, sum(machine) - idle, idle)
 
 
-def cpu_per_request(before: CpuReading, after: CpuReading, requests: int) -> dict:
+def cpu_per_request(before: CpuReading, after: CpuReading, requests: int, *, digits: int = 2) -> dict:
     """CPU milliseconds per request of each group between two readings (a
     process born in between counts from zero; one that ended is left
-    out), and the machine's utilisation over the same time (0 to 1)."""
+    out), rounded to ``digits`` decimals, and the machine's utilisation
+    over the same time (0 to 1)."""
     out: dict = {}
     for group in CPU_GROUPS:
         old = before.per_pid[group]
         seconds = sum(t - old.get(pid, 0.0) for pid, t in after.per_pid[group].items())
-        out[f"{group}_ms"] = round(seconds / max(1, requests) * 1000, 2)
+        out[f"{group}_ms"] = round(seconds / max(1, requests) * 1000, digits)
     busy, idle = after.machine_busy - before.machine_busy, after.machine_idle - before.machine_idle
-    out["machine_ms"] = round(busy / max(1, requests) * 1000, 2)
+    out["machine_ms"] = round(busy / max(1, requests) * 1000, digits)
     out["utilisation"] = round(busy / (busy + idle), 3) if busy + idle > 0 else None
     return out
