@@ -231,7 +231,7 @@ def plot(results: dict, path: Path) -> bool:
     if not sizes:
         return False
     xs = [s.get("stored_before") or s["target_assertions"] for s in sizes]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5.6))
     for kind, name in READ_NAMES.items():
         line = left.plot(xs, [_get(s, "reads", kind, "memoryui", "p95_ms") for s in sizes], marker="o", label=name)
         left.plot(xs, [_get(s, "reads", kind, "baseline", "p95_ms") for s in sizes], linestyle=":",
@@ -242,7 +242,8 @@ def plot(results: dict, path: Path) -> bool:
               label="signed webhook (one connection)")
     left.set(xscale="log", yscale="log", xlabel="assertions stored", ylabel="p95 latency, ms",
              title="Latency (solid: memoryui, dotted: plain SELECT)")
-    left.legend(fontsize=8)
+    # Legends under the axes: inside, they hid the lines at the largest size.
+    left.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     right.plot(xs, [_get(s, "batch", "assertions_per_second") for s in sizes], marker="o", label="memoryui batch")
     right.plot(xs, [_get(s, "webhook", "assertions_per_second") for s in sizes], marker="s", label="memoryui webhooks")
     right.plot(xs, [_get(s, "baseline_insert", "rows_per_second") for s in sizes], linestyle=":", marker="o",
@@ -251,7 +252,7 @@ def plot(results: dict, path: Path) -> bool:
                label="plain COPY")
     right.set(xscale="log", yscale="log", xlabel="assertions stored", ylabel="assertions per second",
               title="Ingest throughput")
-    right.legend(fontsize=8)
+    right.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
