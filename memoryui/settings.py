@@ -12,7 +12,15 @@ Variables (all optional):
 - ``MEMORYUI_MAX_BODY_BYTES``: largest accepted webhook or batch body,
   default 1 MiB; larger bodies get 413.
 - ``MEMORYUI_PUBLIC_URL``: base URL used in sign-in links, default
-  ``http://127.0.0.1:8000``.
+  ``http://127.0.0.1:8000``. Its origin is trusted for forms posted from
+  the browser (``CSRF_TRUSTED_ORIGINS``), so that the pages work behind a
+  proxy that ends TLS; when it is ``https://``, the session and CSRF cookies
+  are sent over HTTPS only. See :func:`https_settings`.
+- ``CSRF_TRUSTED_ORIGINS``: further origins (comma-separated,
+  ``https://host[:port]``) whose forms are accepted.
+- ``MEMORYUI_TRUST_X_FORWARDED_PROTO`` (``0``): ``1`` behind a proxy that
+  sets ``X-Forwarded-Proto`` (and drops the client's own): requests it
+  marks ``https`` count as secure (Django's ``SECURE_PROXY_SSL_HEADER``).
 - ``CELERY_QUEUE``: the Celery queue tasks go to, default ``celery``.
 - ``MEMORYUI_WEBHOOK_TIMEOUT_SECONDS`` (10), ``MEMORYUI_WEBHOOK_BACKOFF_BASE_SECONDS``
   (10), ``MEMORYUI_WEBHOOK_BACKOFF_MAX_SECONDS`` (3600),
@@ -37,7 +45,9 @@ Variables (all optional):
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from celery.schedules import crontab
@@ -49,6 +59,37 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 def _env_bool(name: str, default: bool) -> bool:
     return os.environ.get(name, "1" if default else "0").lower() in {"1", "true", "yes", "on"}
+
+
+def https_settings(environ: Mapping[str, str], public_url: str) -> dict:
+    """Settings for browsers that reach memoryui at ``public_url``, often
+    through a proxy that ends TLS and forwards plain HTTP: Django refuses a
+    form posted from ``https://host`` to a server that sees ``http://host``
+    (403, "Origin checking failed") unless the origin is trusted.
+
+    Returns ``{"CSRF_TRUSTED_ORIGINS": [origin, ...], "SESSION_COOKIE_SECURE":
+    bool, "CSRF_COOKIE_SECURE": bool, "SECURE_PROXY_SSL_HEADER": tuple | None}``:
+    the origin (``scheme://host[:port]``) of ``public_url`` and those listed
+    in ``environ["CSRF_TRUSTED_ORIGINS"]``; secure cookies when
+    ``public_url`` is ``https``; ``X-Forwarded-Proto`` trusted only when
+    ``environ["MEMORYUI_TRUST_X_FORWARDED_PROTO"]`` is on. Raises
+    ``ValueError`` naming the variable when a URL or origin has no
+    ``http``/``https`` scheme or no host.
+    """
+    def origin(url: str, name: str) -> str:
+        parts = urlsplit(url.strip())
+        if parts.scheme not in {"http", "https"} or not parts.netloc:
+            raise ValueError(f"{name}: {url.strip()!r} is not an http(s)://host[:port] URL")
+        return f"{parts.scheme}://{parts.netloc}"
+
+    origins = [origin(public_url, "MEMORYUI_PUBLIC_URL")]
+    origins += [origin(o, "CSRF_TRUSTED_ORIGINS") for o in environ.get("CSRF_TRUSTED_ORIGINS", "").split(",")
+                if o.strip()]
+    secure = urlsplit(public_url.strip()).scheme == "https"
+    trust_proto = environ.get("MEMORYUI_TRUST_X_FORWARDED_PROTO", "0").lower() in {"1", "true", "yes", "on"}
+    return {"CSRF_TRUSTED_ORIGINS": list(dict.fromkeys(origins)), "SESSION_COOKIE_SECURE": secure,
+            "CSRF_COOKIE_SECURE": secure,
+            "SECURE_PROXY_SSL_HEADER": ("HTTP_X_FORWARDED_PROTO", "https") if trust_proto else None}
 
 
 ensure_service_urls()
@@ -168,6 +209,11 @@ MEMORYUI_RECEIPT_RETENTION_DAYS = int(os.environ.get("MEMORYUI_RECEIPT_RETENTION
 
 MEMORYUI_MAX_BODY_BYTES = int(os.environ.get("MEMORYUI_MAX_BODY_BYTES", str(1024 * 1024)))
 MEMORYUI_PUBLIC_URL = os.environ.get("MEMORYUI_PUBLIC_URL", "http://127.0.0.1:8000")
+_https = https_settings(os.environ, MEMORYUI_PUBLIC_URL)
+CSRF_TRUSTED_ORIGINS = _https["CSRF_TRUSTED_ORIGINS"]
+SESSION_COOKIE_SECURE = _https["SESSION_COOKIE_SECURE"]
+CSRF_COOKIE_SECURE = _https["CSRF_COOKIE_SECURE"]
+SECURE_PROXY_SSL_HEADER = _https["SECURE_PROXY_SSL_HEADER"]
 DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYUI_MAX_BODY_BYTES * 8
 
 LOGGING = {
