@@ -71,7 +71,8 @@ def targets(results: dict) -> list[dict]:
     floor, base = _get(big, "reads", "http_floor", "memoryui", "p95_ms"), _get(big, "reads", "facts_now", "baseline",
                                                                               "p95_ms")
     add("facts-now p95 within 3x of plain indexed SELECT", r, None if r is None else r <= 3,
-        f"an HTTP request that does no database work (404) is already {floor / base:.1f}x" if floor and base else "")
+        f"the HTTP floor alone (a 404, no database work) is {floor / base:.1f}x the plain SELECT's p95"
+        if floor and base else "")
     as_of = [_get(big, "reads", k, "memoryui", "p95_ms") for k in ("as_of_valid", "as_of_known")]
     worst = max((x for x in as_of if x is not None), default=None)
     add("as-of p95 <= 25 ms (worst of past valid time, past transaction time)", worst,
@@ -167,8 +168,9 @@ def figure_rows(size: dict) -> list[tuple[str, str, str, str]]:
                      _fmt(round(a / c, 2) if a and c else None, 2) + "x"))
     paced = size.get("webhook_paced") or {}
     for q in ("p50_ms", "p95_ms", "p99_ms") if paced else ():
-        rows.append((f"signed webhook latency {q[:3]} at {_fmt(paced.get('offered_per_second'))}/s offered "
-                     f"({_percent(paced.get('offered_load'))} of the concurrent rate), ms",
+        rows.append((f"signed webhook latency {q[:3]} at {_fmt(paced.get('offered_per_second'))} webhooks/s "
+                     f"offered ({_percent(paced.get('offered_load'))} of the {_fmt(_get(w, 'events_per_second'))} "
+                     f"webhooks/s of the concurrent clients), ms",
                      _fmt(_get(paced, "latency", q), 2), "-", "-"))
     floor = _get(size, "reads", "http_floor", "memoryui") or {}
     for q in ("p50_ms", "p95_ms") if floor else ():
@@ -234,7 +236,7 @@ def plot(results: dict, path: Path) -> bool:
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5.6))
     for kind, name in READ_NAMES.items():
         line = left.plot(xs, [_get(s, "reads", kind, "memoryui", "p95_ms") for s in sizes], marker="o", label=name)
-        left.plot(xs, [_get(s, "reads", kind, "baseline", "p95_ms") for s in sizes], linestyle=":",
+        left.plot(xs, [_get(s, "reads", kind, "baseline", "p95_ms") for s in sizes], linestyle=":", marker=".",
                   color=line[0].get_color())
     left.plot(xs, [_get(s, "webhook", "latency", "p95_ms") for s in sizes], marker="s", color="black",
               label="signed webhook (concurrent)")
@@ -306,7 +308,8 @@ def write_report(results: dict, directory: Path) -> Path:
     m = results.get("machine", {})
     lines = ["# memoryui benchmark", "",
              f"Command: `{command_line(cfg)}` "
-             f"(slice {cfg.get('slice')} batch + {cfg.get('webhook_slice')} webhook assertions per size over "
+             f"(whole subjects of at least {cfg.get('slice')} batch + {cfg.get('webhook_slice')} webhook "
+             f"assertions per size over "
              f"{cfg.get('clients')} client connections, then {cfg.get('webhook_single_slice', 0)} webhook "
              f"assertions over one, then {cfg.get('webhook_paced_slice', 0)} offered at "
              f"{_percent(cfg.get('webhook_paced_load'))} of the concurrent rate over {cfg.get('clients')} "
