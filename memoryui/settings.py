@@ -57,8 +57,11 @@ from memoryui.services import ensure_service_urls
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
+_TRUE = {"1", "true", "yes", "on"}
+
+
 def _env_bool(name: str, default: bool) -> bool:
-    return os.environ.get(name, "1" if default else "0").lower() in {"1", "true", "yes", "on"}
+    return os.environ.get(name, "1" if default else "0").lower() in _TRUE
 
 
 def https_settings(environ: Mapping[str, str], public_url: str) -> dict:
@@ -86,7 +89,7 @@ def https_settings(environ: Mapping[str, str], public_url: str) -> dict:
     origins += [origin(o, "CSRF_TRUSTED_ORIGINS") for o in environ.get("CSRF_TRUSTED_ORIGINS", "").split(",")
                 if o.strip()]
     secure = urlsplit(public_url.strip()).scheme == "https"
-    trust_proto = environ.get("MEMORYUI_TRUST_X_FORWARDED_PROTO", "0").lower() in {"1", "true", "yes", "on"}
+    trust_proto = environ.get("MEMORYUI_TRUST_X_FORWARDED_PROTO", "0").lower() in _TRUE
     return {"CSRF_TRUSTED_ORIGINS": list(dict.fromkeys(origins)), "SESSION_COOKIE_SECURE": secure,
             "CSRF_COOKIE_SECURE": secure,
             "SECURE_PROXY_SSL_HEADER": ("HTTP_X_FORWARDED_PROTO", "https") if trust_proto else None}
