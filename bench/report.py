@@ -300,6 +300,15 @@ def findings(results: dict) -> list[str]:
     return out
 
 
+def _cpu_sentence(cpu: dict, what: str, per: str, *, celery: str = "") -> str:
+    """One ``cpu_per_request`` reading as a sentence: CPU per ``what`` by
+    process group, and how busy the machine was."""
+    return (f"CPU per {what}: web server {cpu['web_ms']} ms, PostgreSQL {cpu['postgres_ms']} ms, client "
+            f"{cpu['client_ms']} ms, Celery worker {cpu['celery_ms']} ms{f' ({celery})' if celery else ''}; "
+            f"the machine was busy {_percent(cpu['utilisation'])} of the time ({cpu['machine_ms']} ms of CPU per "
+            f"{per} in all).")
+
+
 def write_report(results: dict, directory: Path) -> Path:
     """``REPORT.md`` and ``bench.png`` in ``directory``; returns the report path."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -341,18 +350,13 @@ def write_report(results: dict, directory: Path) -> Path:
         lines += _md_table(["figure", "memoryui", "baseline", "ratio"], figure_rows(size))
         cpu = _get(size, "batch", "cpu_per_assertion")
         if cpu:
-            lines += ["", f"CPU per assertion through the batch endpoint: web server {cpu['web_ms']} ms, PostgreSQL "
-                          f"{cpu['postgres_ms']} ms, Celery worker {cpu['celery_ms']} ms (the prompts the slice "
-                          f"asks for); the machine was busy {_percent(cpu['utilisation'])} of the time "
-                          f"({cpu['machine_ms']} ms of CPU per assertion in all)."]
+            lines += ["", _cpu_sentence(cpu, "assertion through the batch endpoint", "assertion",
+                                        celery="the prompts the slice asks for")]
         for key, how in (("webhook", f"{_get(results, 'config', 'clients')} concurrent clients"),
                          ("webhook_single", "one connection"), ("webhook_paced", "paced")):
             cpu = _get(size, key, "cpu_per_webhook")
             if cpu:
-                lines += ["", f"CPU per signed webhook ({how}): web server {cpu['web_ms']} ms, PostgreSQL "
-                              f"{cpu['postgres_ms']} ms, client {cpu['client_ms']} ms, Celery worker "
-                              f"{cpu['celery_ms']} ms; the machine was busy {_percent(cpu['utilisation'])} of "
-                              f"the time ({cpu['machine_ms']} ms of CPU per webhook in all)."]
+                lines += ["", _cpu_sentence(cpu, f"signed webhook ({how})", "webhook")]
         lines += ["", f"Peak resident memory during build and ingest (MiB): {size.get('rss_peaks')}."]
     dash = results.get("dashboard") or {}
     lines += ["", "## Dashboard memory page", ""]

@@ -312,6 +312,13 @@ class Bench:
         copied["rows_per_second"] = round(copied["rows"] / copied["seconds"], 1) if copied["seconds"] else None
         return done, copied
 
+    def cpu_reading(self):
+        """CPU spent so far by the web server, the Celery worker, PostgreSQL
+        and this process (:func:`bench.server.read_cpu`)."""
+        from bench import server
+
+        return server.read_cpu(web_pid=self.web.pid, worker_pid=self.worker.pid)
+
     def measure_batch(self, label: str) -> tuple[dict, dict]:
         """The batch slice through the endpoint, then the same rows as one
         plain INSERT each (same number of connections). The CPU each
@@ -324,13 +331,11 @@ class Bench:
         units = client.batch_units(hs, batch_size=self.args.batch_size)
         log(f"{label}: batch slice {sum(h.assertions for h in hs):,} assertions in {len(units)} requests, "
             f"{self.args.clients} clients")
-        pids = {"web_pid": self.web.pid, "worker_pid": self.worker.pid}
-        before = server.read_cpu(**pids)
+        before = self.cpu_reading()
         r = client.post_batches(base_url=self.base_url, api_key=self.creds[TENANT].api_key, units=units,
                                 clients=self.args.clients, deadline_seconds=self.args.deadline_minutes * 60)
         batch = self._ingest_json(r)
-        batch["cpu_per_assertion"] = cpu = server.cpu_per_request(before, server.read_cpu(**pids), r.assertions,
-                                                                   digits=3)
+        batch["cpu_per_assertion"] = cpu = server.cpu_per_request(before, self.cpu_reading(), r.assertions, digits=3)
         log(f"{label}: CPU per batch assertion: web {cpu['web_ms']} ms, PostgreSQL {cpu['postgres_ms']} ms, "
             f"Celery {cpu['celery_ms']} ms; machine busy {cpu['utilisation']:.0%}")
         chunks = baseline.insert_chunks(hs, tenant=TENANT, size=self.args.batch_size)
@@ -356,13 +361,12 @@ class Bench:
         hs = self.take(assertions or self.args.webhook_slice)
         log(f"{label}: webhook slice {sum(len(h.events) for h in hs):,} events, {clients} client(s)"
             + (f", {rate:.0f} per second offered" if rate else ""))
-        pids = {"web_pid": self.web.pid, "worker_pid": self.worker.pid}
-        before = server.read_cpu(**pids)
+        before = self.cpu_reading()
         r = client.post_webhooks(base_url=self.base_url, slug=TENANT, secret=self.creds[TENANT].webhook_secret,
                                  histories=hs, clients=clients, rate=rate,
                                  deadline_seconds=self.args.deadline_minutes * 60)
         hook = self._ingest_json(r)
-        hook["cpu_per_webhook"] = server.cpu_per_request(before, server.read_cpu(**pids), r.requests)
+        hook["cpu_per_webhook"] = server.cpu_per_request(before, self.cpu_reading(), r.requests)
         chunks = baseline.insert_chunks(hs, tenant=TENANT, size=50)
         seconds, times = baseline.insert(self.url, chunks, clients=clients, latencies=True)
         rows = sum(len(c) for c in chunks)
