@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable
 
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, transaction
 from django.utils import timezone
+from psycopg.types.json import Jsonb
 
 from facts import events as ev
 from facts.errors import NotFound
@@ -225,19 +226,67 @@ def _claim_payload(claim: Claim) -> dict:
 class ConflictBook:
     """The conflict rows of the keys one write touches, loaded in one query
     and kept current by that write: key id -> ``valid_from`` -> the latest
-    opened :class:`~facts.models.Conflict` there."""
+    opened :class:`~facts.models.Conflict` there.
 
-    def __init__(self, conflicts: Iterable[Conflict]) -> None:
+    A book that ``defers`` (the batch path, whose domain events wait for its
+    rows) keeps the conflicts it opens and changes and writes them with the
+    rest of the write (:meth:`write_to`): one round trip for a batch instead
+    of one per conflict. Otherwise each is written at once, since
+    subscribers hear of it before the write ends."""
+
+    def __init__(self, conflicts: Iterable[Conflict], *, defers: bool = False) -> None:
         """``conflicts``: every conflict row of the keys, oldest opened first."""
         self.by_key: dict[int, dict[datetime, Conflict]] = {}
         for c in conflicts:
             self.by_key.setdefault(c.fact_key_id, {})[c.valid_from] = c
+        self.defers = defers
+        self._new: dict[Any, Conflict] = {}  # opened by this write, not written yet
+        self._changed: dict[Any, Conflict] = {}  # stored before, changed by this write
 
     def has(self, key_id: int) -> bool:
         return key_id in self.by_key
 
     def of(self, key_id: int) -> dict[datetime, Conflict]:
         return self.by_key.setdefault(key_id, {})
+
+    def open(self, **fields) -> Conflict:
+        """A new conflict row (written now, or by :meth:`write_to`)."""
+        if not self.defers:
+            return Conflict.objects.create(**fields)
+        conflict = Conflict(**fields)
+        self._new[conflict.id] = conflict
+        return conflict
+
+    def change(self, conflict: Conflict, **fields) -> None:
+        """Set ``fields`` on ``conflict`` (written now, or by :meth:`write_to`)."""
+        for name, value in fields.items():
+            setattr(conflict, name, value)
+        if conflict.id in self._new:
+            return
+        if self.defers:
+            self._changed[conflict.id] = conflict
+        else:
+            Conflict.objects.filter(pk=conflict.pk).update(**fields)
+
+    def write_to(self, writes: Writes) -> None:
+        """Add the deferred rows to ``writes``: the changed ones first (a
+        tie resolved and opened again at the same valid time must leave the
+        one open row the unique constraint allows), then the new ones."""
+        changed = list(self._changed.values())
+        if changed:
+            writes.execute(
+                f"UPDATE {_CONFLICTS} c SET status = u.status, candidate_ids = u.candidate_ids, "
+                f"resolved_at = u.resolved_at, resolution_rule = u.resolution_rule, resolved_by = u.resolved_by "
+                f"FROM unnest(%s::uuid[], %s::text[], %s::jsonb[], %s::timestamptz[], %s::text[], %s::text[]) "
+                f"AS u(id, status, candidate_ids, resolved_at, resolution_rule, resolved_by) WHERE c.id = u.id",
+                [[c.id for c in changed], [c.status for c in changed], [Jsonb(c.candidate_ids) for c in changed],
+                 [c.resolved_at for c in changed], [c.resolution_rule for c in changed],
+                 [c.resolved_by for c in changed]])
+        writes.insert(Conflict, [c.__dict__ for c in self._new.values()])
+        self._new, self._changed = {}, {}
+
+
+_CONFLICTS = Conflict._meta.db_table
 
 
 def _sync_conflicts(state: KeyState, *, now: datetime, actor: str, book: ConflictBook,
@@ -259,7 +308,7 @@ def _sync_conflicts(state: KeyState, *, now: datetime, actor: str, book: Conflic
         if rule == RULE_TIE_CONFLICT:
             conflict = open_now.get(start)
             if conflict is None:
-                conflict = Conflict.objects.create(
+                conflict = book.open(
                     **where, valid_from=start, status=Conflict.OPEN, stakes=policy_stakes,
                     candidate_ids=candidate_ids, opened_at=now,
                 )
@@ -271,11 +320,10 @@ def _sync_conflicts(state: KeyState, *, now: datetime, actor: str, book: Conflic
                     "candidates": [_claim_payload(c) for c in tied], "stakes": policy_stakes,
                 }))
             elif conflict.candidate_ids != candidate_ids:
-                Conflict.objects.filter(pk=conflict.pk).update(candidate_ids=candidate_ids)
-                conflict.candidate_ids = candidate_ids
+                book.change(conflict, candidate_ids=candidate_ids)
             ids[start] = conflict.id
         elif start not in existing:
-            conflict = Conflict.objects.create(
+            conflict = book.open(
                 **where, valid_from=start, status=Conflict.RESOLVED, stakes=policy_stakes,
                 candidate_ids=candidate_ids, opened_at=now, resolved_at=now, resolution_rule=rule, resolved_by="rule",
             )
@@ -287,11 +335,7 @@ def _sync_conflicts(state: KeyState, *, now: datetime, actor: str, book: Conflic
         if start in open_ties:
             continue
         rule = next((r for s, r, _ in state.resolution.ties if s == start), "tie-gone")
-        Conflict.objects.filter(pk=conflict.pk).update(
-            status=Conflict.RESOLVED, resolved_at=now, resolution_rule=rule, resolved_by=actor
-        )
-        conflict.status, conflict.resolved_at, conflict.resolution_rule, conflict.resolved_by = (
-            Conflict.RESOLVED, now, rule, actor)
+        book.change(conflict, status=Conflict.RESOLVED, resolved_at=now, resolution_rule=rule, resolved_by=actor)
         log.append(_event(None, **where, type=ev.CONFLICT_RESOLVED, rule=rule, actor=actor, at=now,
                           data={"conflict_id": str(conflict.id)}))
         answer = state.resolution.at(start)
@@ -693,6 +737,7 @@ def _record(tenant: Tenant, items: list[Item], todo: list[int], actor: str,
         for t in targets:
             values.setdefault(t["fact_key_id"], set()).add(t["value_key"])
     states, info, book = _states([locked.by_id[kid] for kid in values], now=now, policies=policies, values=values)
+    book.defers = True  # domain events wait for the rows below: conflicts go with them
     steps: list[tuple] = []
     rows: dict[Any, Assertion] = {}  # new assertions by id, in order
     batch_claims: list[tuple[AssertionInput, Claim, int]] = []  # (input, claim, key id) recorded so far
@@ -762,6 +807,7 @@ def _record(tenant: Tenant, items: list[Item], todo: list[int], actor: str,
         for ids, d in updates:
             writes.execute(f"UPDATE {_ASSERTIONS} SET retracted_at = %s, retraction_reason = %s, retracted_by = %s, "
                            f"revocation_batch = %s WHERE id = ANY(%s)", [now, d.reason, actor, d.batch_id, ids])
+        book.write_to(writes)
         writes.insert(Event, log)
         _store_projections({kid: (state, conflict_ids.get(kid, {})) for kid, state in states.items()
                             if kid in conflict_ids}, info, writes)
