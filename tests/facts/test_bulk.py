@@ -62,6 +62,20 @@ def test_rows_read_back_as_given_whichever_way_they_go(key, rows):
     assert stored[given[0].id].valid_from.utcoffset() == timedelta(0)  # the instant, not the offset, is kept
 
 
+@pytest.mark.parametrize("rows", [1, COPY_THRESHOLD], ids=["one JSON parameter", "COPY"])
+def test_json_values_orjson_refuses_are_stored_all_the_same(key, rows):
+    """orjson encodes JSON columns; what it refuses (an integer past 64
+    bits, a non-string key) goes through ``json`` and reads back the same."""
+    given = [_row(key, n, value={"big": 2 ** 70, "list": [-(2 ** 64), 1]}) for n in range(max(rows, 2))]
+    given[0].value = {1: "int key", "s": "ü"}
+
+    insert_rows(Assertion, given)
+
+    stored = {a.id: a.value for a in Assertion.objects.filter(fact_key=key)}
+    assert stored[given[-1].id] == {"big": 2 ** 70, "list": [-(2 ** 64), 1]}
+    assert stored[given[0].id] == {"1": "int key", "s": "ü"}
+
+
 def test_a_small_insert_is_one_statement_with_one_parameter(key, django_assert_num_queries):
     with django_assert_num_queries(1) as captured:
         insert_rows(Assertion, [_row(key, n) for n in range(3)])
