@@ -16,7 +16,7 @@ Rules (DESIGN.md):
   ``prompt:<id>``, actor recorded" (:func:`answer_prompt`); "Rejecting a
   proposal retracts it".
 - Step 4: a user's statement overruled by the system of record opens a
-  follow-up for staff (:func:`open_followup`).
+  follow-up for staff (:func:`open_followups`).
 
 Locks are taken in one order everywhere: the fact key (the ledger's lock),
 then the prompt, then the review task.
@@ -27,17 +27,20 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Q, Subquery
 from django.utils import timezone
 
 from conflicts import outbox, prompts
 from conflicts.models import ClarificationPrompt, PromptRequest, ReviewTask
 from conflicts.queries import key_resolution, prompt_state, reclassification_prompts
-from conflicts.scheduling import enqueue_on_commit
+from conflicts.scheduling import enqueue
+from facts import events as ev
 from facts import ledger
+from facts.bulk import Writes
 from facts.errors import NotFound, StateConflict
 from facts.inputs import InputError, parse_assertion, parse_time, parse_uuid
 from facts.ledger import WriteResult
@@ -173,10 +176,12 @@ def open_proposal_prompt(*, tenant_id: int, assertion_id: str) -> ClarificationP
     assertion is unknown or no longer a proposal. Marks the proposal's
     :class:`PromptRequest` done."""
     with transaction.atomic():
-        found = Assertion.objects.filter(tenant_id=tenant_id, pk=assertion_id).values("fact_key_id").first()
-        if found is None:
+        # The proposal's key, locked, with its tenant and subject: one statement.
+        key = (FactKey.objects.select_for_update(of=("self",)).select_related("tenant", "subject")
+               .filter(pk=Subquery(Assertion.objects.filter(tenant_id=tenant_id, pk=assertion_id)
+                                   .values("fact_key_id")[:1])).first())
+        if key is None:
             return None
-        key = _lock_key(found["fact_key_id"])
         now = timezone.now()
         PromptRequest.objects.filter(tenant_id=tenant_id, proposal_assertion_id=assertion_id,
                                      done_at__isnull=True).update(done_at=now)
@@ -189,7 +194,6 @@ def open_proposal_prompt(*, tenant_id: int, assertion_id: str) -> ClarificationP
             return existing
         if existing is not None:
             return _reask(existing, wording=wording, now=now)
-        key = FactKey.objects.select_related("tenant", "subject").get(pk=key.pk)
         return _create_prompt(tenant=key.tenant, subject=key.subject, fact_key=key, now=now,
                               kind=ClarificationPrompt.KIND_PROPOSAL, proposal_assertion_id=assertion_id, **wording)
 
@@ -202,8 +206,9 @@ def _proposal_wording(key: FactKey, *, assertion_id: uuid.UUID, now: datetime) -
     if proposal is None or state.resolution.fate.get(proposal.id) != FATE_PROPOSED:
         return None
     holding = [s for s in state.resolution.at(proposal.valid_from) if s.status == SEGMENT_VALUE]
-    (new,) = _evidence(_rows([proposal]))
-    old = _evidence(_rows([holding[0].winner]))[0] if holding else None
+    rows = {r.id: r for r in _rows([proposal] + ([holding[0].winner] if holding else []))}
+    (new,) = _evidence([rows[proposal.id]])
+    old = _evidence([rows[holding[0].winner.id]])[0] if holding else None
     return {
         "stakes": state.resolution.policy.stakes,
         "question": prompts.proposal_question(entity=key.entity, predicate=key.predicate,
@@ -599,28 +604,33 @@ def _request_reclassification(*, prompt: ClarificationPrompt, now: datetime) -> 
         return ReviewTask.objects.get(**lookup)
 
 
-def open_followup(*, tenant_id: int, subject_id: int, fact_key_id: int, statement: dict, system_record: dict | None) -> ReviewTask | None:
+def open_followups(followups: list[dict]) -> None:
     """Write rule step 4: a user's statement (or correction) overruled by
     the system of record that owns the predicate becomes a
     ``system_record_followup`` task (confirm with the person, then change
-    that system), once per statement. A correction recorded by a staff
-    decision (source id ``review:...``) opens none."""
-    if statement["source"]["id"].startswith(REVIEW_SOURCE_PREFIX):
-        return None
-    key = FactKey.objects.select_related("subject").get(pk=fact_key_id)
+    that system), once per statement (``review_one_followup_per_assertion``:
+    a statement that has one already is skipped). A correction recorded by
+    a staff decision (source id ``review:...``) opens none. ``followups``:
+    dicts of ``tenant_id``, ``subject_id``, ``fact_key_id``, ``statement``
+    and ``system_record`` (the event's); two statements for all of them."""
+    wanted = [f for f in followups if not f["statement"]["source"]["id"].startswith(REVIEW_SOURCE_PREFIX)]
+    if not wanted:
+        return
+    keys = FactKey.objects.select_related("subject").in_bulk({f["fact_key_id"] for f in wanted})
+    now = timezone.now()
+    ReviewTask.objects.bulk_create([_followup_task(key=keys[f["fact_key_id"]], now=now, **f) for f in wanted],
+                                   ignore_conflicts=True)
+
+
+def _followup_task(*, tenant_id: int, subject_id: int, key: FactKey, statement: dict, system_record: dict | None,
+                   now: datetime, **_) -> ReviewTask:
     ids = [statement["assertion_id"]] + ([system_record["assertion_id"]] if system_record else [])
-    try:
-        with transaction.atomic():
-            return ReviewTask.objects.create(
-                tenant_id=tenant_id, subject_id=subject_id, fact_key=key, kind=ReviewTask.SYSTEM_RECORD_FOLLOWUP,
-                assertion_id=statement["assertion_id"], predicate=key.predicate,
-                title=f"{key.subject.external_id} says their {key.predicate.replace('_', ' ')} differs from the system of record",
-                evidence={"statement": statement, "system_record": system_record}, assertion_ids=ids,
-                created_at=timezone.now(),
-            )
-    except IntegrityError:
-        return ReviewTask.objects.get(tenant_id=tenant_id, assertion_id=statement["assertion_id"],
-                                      kind=ReviewTask.SYSTEM_RECORD_FOLLOWUP)
+    return ReviewTask(
+        tenant_id=tenant_id, subject_id=subject_id, fact_key=key, kind=ReviewTask.SYSTEM_RECORD_FOLLOWUP,
+        assertion_id=statement["assertion_id"], predicate=key.predicate,
+        title=f"{key.subject.external_id} says their {key.predicate.replace('_', ' ')} differs from the system of record",
+        evidence={"statement": statement, "system_record": system_record}, assertion_ids=ids, created_at=now,
+    )
 
 
 def _lock_task(*, tenant: Tenant, task_id: str) -> ReviewTask:
@@ -787,29 +797,110 @@ _DECIDERS = {
 
 
 def schedule_conflict_prompt(*, tenant_id: int, conflict_id: str, stakes: str) -> None:
-    """A conflict opened (inside the ledger's transaction): record a
-    :class:`PromptRequest` and open the prompt in a worker after commit.
-    Low stakes never get one (step 6)."""
+    """A conflict opened (inside the ledger's transaction): ask for its
+    prompt (:func:`request_prompts`). Low stakes never get one (step 6)."""
     if stakes != STAKES_HIGH:
         return
-    from conflicts import tasks
-
-    PromptRequest.objects.get_or_create(conflict_id=conflict_id,
-                                        defaults={"tenant_id": tenant_id, "created_at": timezone.now()})
-    enqueue_on_commit(tasks.open_conflict_prompt, kwargs={"conflict_id": conflict_id})
+    _request_prompt(PromptToOpen(tenant_id, conflict_id=str(conflict_id)))
 
 
 def schedule_proposal_prompt(*, tenant_id: int, assertion_id: str) -> None:
-    """A proposal appeared (or appeared again): record a
-    :class:`PromptRequest` and open its prompt in a worker after commit."""
+    """A proposal appeared (or appeared again): ask for its prompt
+    (:func:`request_prompts`)."""
+    _request_prompt(PromptToOpen(tenant_id, proposal_assertion_id=str(assertion_id)))
+
+
+@dataclass(frozen=True)
+class PromptToOpen:
+    """A prompt a ledger write asks for: a conflict's, or a proposal's."""
+
+    tenant_id: int
+    conflict_id: str | None = None
+    proposal_assertion_id: str | None = None
+
+
+_REQUESTS = PromptRequest._meta.db_table
+
+
+def _request_prompt(request: PromptToOpen) -> None:
+    """During a delivery of domain events, keep ``request`` for
+    :func:`request_kept_prompts`, which records all of them at once, and
+    enqueue one task for them on commit, in the place of the first (as one
+    task each used to be: before the outbox deliveries of the same events);
+    outside a delivery, ask now."""
+    kept = ev.scratch()
+    if kept is None:
+        request_prompts([request])
+        return
+    if "prompt_requests" not in kept:
+        requests = kept["prompt_requests"] = []
+        transaction.on_commit(partial(_enqueue_prompts, requests))
+    kept["prompt_requests"].append(request)
+
+
+def request_kept_prompts(kept: dict) -> None:
+    """After a delivery (:func:`facts.events.after_delivery`): record the
+    prompts its events asked for, in one round trip."""
+    requests = kept.pop("prompt_requests", None)
+    if requests:
+        _record_requests(requests)
+
+
+def request_prompts(requests: list[PromptToOpen]) -> None:
+    """Record a :class:`PromptRequest` per prompt asked for and open the
+    prompts in one worker task after commit (:func:`open_prompts`)."""
+    _record_requests(requests)
+    transaction.on_commit(partial(_enqueue_prompts, requests))
+
+
+def _enqueue_prompts(requests: list[PromptToOpen]) -> None:
     from conflicts import tasks
 
+    enqueue(tasks.open_prompts, kwargs={
+        "conflict_ids": list(dict.fromkeys(r.conflict_id for r in requests if r.conflict_id is not None)),
+        "proposals": [list(p) for p in dict.fromkeys((r.tenant_id, r.proposal_assertion_id) for r in requests
+                                                      if r.proposal_assertion_id is not None)],
+    })
+
+
+def _record_requests(requests: list[PromptToOpen]) -> None:
+    """One :class:`PromptRequest` per prompt, in one round trip: a
+    conflict's once, a proposal asked for again due again (its
+    ``created_at`` renewed, ``done_at`` cleared)."""
     now = timezone.now()
-    request, created = PromptRequest.objects.get_or_create(tenant_id=tenant_id, proposal_assertion_id=assertion_id,
-                                                           defaults={"created_at": now})
-    if not created:
-        PromptRequest.objects.filter(pk=request.pk).update(created_at=now, done_at=None)
-    enqueue_on_commit(tasks.open_proposal_prompt, kwargs={"tenant_id": tenant_id, "assertion_id": assertion_id})
+    conflicts = {r.conflict_id: r.tenant_id for r in requests if r.conflict_id is not None}
+    proposals = list(dict.fromkeys((r.tenant_id, r.proposal_assertion_id) for r in requests
+                                   if r.proposal_assertion_id is not None))
+    writes = Writes()
+    if conflicts:
+        writes.execute(
+            f"INSERT INTO {_REQUESTS} (tenant_id, conflict_id, created_at) "
+            f"SELECT u.t, u.c, %s FROM unnest(%s::bigint[], %s::uuid[]) AS u(t, c) ORDER BY u.c "
+            f"ON CONFLICT (conflict_id) WHERE conflict_id IS NOT NULL DO NOTHING",
+            [now, list(conflicts.values()), list(conflicts)])
+    if proposals:
+        writes.execute(
+            f"INSERT INTO {_REQUESTS} (tenant_id, proposal_assertion_id, created_at) "
+            f"SELECT u.t, u.a, %s FROM unnest(%s::bigint[], %s::uuid[]) AS u(t, a) ORDER BY u.t, u.a "
+            f"ON CONFLICT (tenant_id, proposal_assertion_id) WHERE proposal_assertion_id IS NOT NULL "
+            f"DO UPDATE SET created_at = EXCLUDED.created_at, done_at = NULL",
+            [now, [t for t, _ in proposals], [a for _, a in proposals]])
+    writes.send()
+
+
+def open_prompts(*, conflict_ids: list[str] = (), proposals: list[list] = ()) -> int:
+    """Open the prompts one write asked for: each conflict's
+    (:func:`open_conflict_prompt`), then each ``[tenant id, assertion id]``
+    proposal's (:func:`open_proposal_prompt`), each in its own
+    transaction. The tenants' webhook endpoints are looked up once.
+    Returns how many of them have a prompt."""
+    opened = 0
+    with ev.write_scope():
+        for conflict_id in conflict_ids:
+            opened += open_conflict_prompt(conflict_id=str(conflict_id)) is not None
+        for tenant_id, assertion_id in proposals:
+            opened += open_proposal_prompt(tenant_id=int(tenant_id), assertion_id=str(assertion_id)) is not None
+    return opened
 
 
 def withdraw_prompts(*, conflict_id: str | None = None, tenant_id: int | None = None,

@@ -33,18 +33,11 @@ def on_domain_event(event: ev.DomainEvent) -> None:
         actions.withdraw_prompts(tenant_id=event.tenant_id, proposal_assertion_id=data["assertion_id"],
                                  reason=f"proposal {data.get('fate', 'closed')}")
     elif event.type == ev.FOLLOWUP_NEEDED:
-        actions.open_followup(tenant_id=event.tenant_id, subject_id=event.subject_id, fact_key_id=event.fact_key_id,
-                              statement=data["new"], system_record=data.get("system_record"))
+        _later("followups", event)
     elif event.type == ev.FACT_ASSERTED and data.get("outcome") == "conflict" and data.get("conflict_id"):
         actions.refresh_conflict_prompt(conflict_id=data["conflict_id"])
     elif event.type == ev.FACT_RETRACTED:
-        for conflict_id in (ClarificationPrompt.objects
-                            .filter(tenant_id=event.tenant_id, subject_id=event.subject_id,
-                                    kind=ClarificationPrompt.KIND_CONFLICT,
-                                    status__in=ClarificationPrompt.OPEN_STATUSES,
-                                    assertion_ids__contains=[data["assertion_id"]])
-                            .values_list("conflict_id", flat=True)):
-            actions.refresh_conflict_prompt(conflict_id=str(conflict_id))
+        _later("retracted", event)
     endpoints = outbox.subscribed(tenant_id=event.tenant_id, type=event.type) if event.type in outbox.EVENT_TYPES else []
     if endpoints:
         built = outbox.domain_event_data(event, winner=_winner)
@@ -57,6 +50,41 @@ def on_domain_event(event: ev.DomainEvent) -> None:
                              assertion_id=data["assertion_id"])
     elif event.type == ev.SUBJECT_ERASED:
         actions.scrub_erased(tenant_id=event.tenant_id, subject_id=event.subject_id)
+
+
+def _later(kind: str, event: ev.DomainEvent) -> None:
+    """Keep ``event`` for :func:`finish_delivery` (all of a kind in one
+    statement); outside a delivery, finish it now."""
+    kept = ev.scratch()
+    if kept is None:
+        finish_delivery({kind: [event]})
+    else:
+        kept.setdefault(kind, []).append(event)
+
+
+def finish_delivery(kept: dict) -> None:
+    """After a delivery (:func:`facts.events.after_delivery`): the
+    follow-ups its events asked for (:func:`actions.open_followups`), and
+    the open conflict prompts that quote an assertion it retracted,
+    reworded from the keys' state now (one query for all of them). The
+    rows are all written by then, so doing this after the other events
+    changes nothing they would have seen."""
+    followups = kept.pop("followups", [])
+    if followups:
+        actions.open_followups([
+            {"tenant_id": e.tenant_id, "subject_id": e.subject_id, "fact_key_id": e.fact_key_id,
+             "statement": e.data["new"], "system_record": e.data.get("system_record")} for e in followups])
+    retracted: dict[int, list[ev.DomainEvent]] = {}
+    for e in kept.pop("retracted", []):
+        retracted.setdefault(e.tenant_id, []).append(e)
+    for tenant_id, events in retracted.items():
+        conflict_ids = (ClarificationPrompt.objects
+                        .filter(tenant_id=tenant_id, subject_id__in={e.subject_id for e in events},
+                                kind=ClarificationPrompt.KIND_CONFLICT, status__in=ClarificationPrompt.OPEN_STATUSES,
+                                assertion_ids__has_any_keys=sorted({e.data["assertion_id"] for e in events}))
+                        .order_by("conflict_id").values_list("conflict_id", flat=True).distinct())
+        for conflict_id in conflict_ids:
+            actions.refresh_conflict_prompt(conflict_id=str(conflict_id))
 
 
 def _winner(key: FactKey, valid_from: str) -> dict | None:
@@ -75,5 +103,7 @@ def connect() -> None:
     """Subscribe to the ledger's events and handle the inbound
     ``clarification.answered`` webhook (idempotent)."""
     ev.subscribe(on_domain_event)
+    ev.after_delivery(actions.request_kept_prompts)
+    ev.after_delivery(finish_delivery)
     ev.prefetch_with_writes(outbox.active_endpoints)
     register_handler("clarification.answered", actions.answer_from_webhook)

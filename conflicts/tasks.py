@@ -41,6 +41,13 @@ def open_proposal_prompt(self, tenant_id: int, assertion_id: str) -> str | None:
     return str(prompt.id) if prompt else None
 
 
+@shared_task(name="conflicts.open_prompts", **RELIABLE)
+def open_prompts(self, conflict_ids: list[str] = (), proposals: list[list] = ()) -> int:
+    """Open the prompts one ledger write asked for (once each): conflict
+    ids, and ``[tenant id, assertion id]`` of proposals."""
+    return actions.open_prompts(conflict_ids=conflict_ids, proposals=proposals)
+
+
 @shared_task(name="conflicts.deliver", **RELIABLE)
 def deliver(self, delivery_id: str) -> str:
     """Attempt one outgoing webhook delivery if it is due."""

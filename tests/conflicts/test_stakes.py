@@ -117,3 +117,28 @@ def test_a_tie_carried_on_by_the_same_values_asks_about_each_value_once(agent, a
     assert [o["stated_at"] for o in candidates] == ["2026-11-26T10:00:00Z", "2026-11-27T10:00:00Z"]
     assert prompt.question.count(ALTE) == 1 and prompt.question.count(NEUE) == 1
     assert len(prompt.assertion_ids) == 4
+
+
+def test_one_batch_asks_for_all_its_prompts_in_one_task(agent, monkeypatch, django_capture_on_commit_callbacks):
+    """A batch whose events ask for several prompts records a request for
+    each (one statement) and enqueues one task for all of them on commit;
+    that task opens every prompt, and running it again opens none twice."""
+    enqueued = []
+    monkeypatch.setattr(actions, "enqueue", lambda task, kwargs, **_: enqueued.append((task.name, kwargs)))
+    payloads = tie(subject="u-1") + change(subject="u-2") + change(subject="u-3")
+    events = [{"id": f"e-{n}", "type": "fact.asserted", "data": data} for n, data in enumerate(payloads)]
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = agent.api("POST", "/assertions/batch", {"events": events})
+    requests = PromptRequest.objects.filter(tenant=agent.tenant, done_at__isnull=True).count()
+    (name, kwargs), = enqueued
+    opened = [actions.open_prompts(**kwargs) for _ in range(2)]
+
+    assert response.status_code == 200
+    assert [r["outcome"] for r in response.json()["results"]] == ["created", "conflict", "created", "proposed",
+                                                                  "created", "proposed"]
+    assert (requests, name, len(kwargs["conflict_ids"]), len(kwargs["proposals"])) == (3, "conflicts.open_prompts", 1, 2)
+    assert opened == [3, 3]
+    assert sorted(ClarificationPrompt.objects.filter(tenant=agent.tenant).values_list("kind", "subject__external_id")) == [
+        ("conflict", "u-1"), ("proposal", "u-2"), ("proposal", "u-3")]
+    assert PromptRequest.objects.filter(tenant=agent.tenant, done_at__isnull=True).count() == 0

@@ -149,3 +149,33 @@ def test_held_events_are_dropped_when_the_write_fails(db, monkeypatch):
     ev.publish(ev.DomainEvent("z", 1, None))
 
     assert [e.type for e in delivered] == ["y", "z"]
+
+
+def test_an_after_delivery_hook_finishes_each_delivery_once(db, monkeypatch):
+    """Subscribers keep work in the delivery's scratch dict; the hook gets
+    it once all events of the delivery are in, a fresh dict each time, and
+    not at all when a subscriber raised."""
+    finished: list[list[str]] = []
+
+    def subscriber(event: ev.DomainEvent) -> None:
+        if event.type == "boom":
+            raise RuntimeError("subscriber failed")
+        ev.scratch().setdefault("types", []).append(event.type)
+
+    monkeypatch.setattr(ev, "_subscribers", [subscriber])
+    monkeypatch.setattr(ev, "_after_delivery", [lambda kept: finished.append(kept.get("types", []))])
+
+    with ev.held() as release:
+        for name in ("a", "b", "c"):
+            ev.publish(ev.DomainEvent(name, 1, None))
+        assert finished == []
+        release()
+    ev.publish(ev.DomainEvent("d", 1, None))
+    with pytest.raises(RuntimeError):
+        with ev.held() as release:
+            ev.publish(ev.DomainEvent("e", 1, None))
+            ev.publish(ev.DomainEvent("boom", 1, None))
+            release()
+
+    assert finished == [["a", "b", "c"], ["d"]]
+    assert ev.scratch() is None
