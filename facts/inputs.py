@@ -148,7 +148,10 @@ def _value(raw: Any, field: str) -> Any:
         raise InputError("must be a finite number", field)
     if _depth(raw) > MAX_VALUE_DEPTH:
         raise InputError(f"nests deeper than {MAX_VALUE_DEPTH} levels", field)
-    if len(json.dumps(raw, ensure_ascii=False).encode()) > MAX_VALUE_BYTES:
+    # A string of n characters is at most 6n + 2 bytes of JSON (a \uXXXX
+    # escape is the longest), so a short one needs no encoding to check.
+    if not (isinstance(raw, str) and 6 * len(raw) + 2 <= MAX_VALUE_BYTES) and len(
+            json.dumps(raw, ensure_ascii=False).encode()) > MAX_VALUE_BYTES:
         raise InputError(f"is larger than {MAX_VALUE_BYTES} bytes", field)
     return raw
 

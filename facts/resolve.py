@@ -25,6 +25,7 @@ import hashlib
 import heapq
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Sequence
 
@@ -115,10 +116,23 @@ class Policy:
     def rank(self, source_kind: str) -> int:
         """Rank of a source kind (higher wins). DESIGN.md write rule step 4:
         a predicate whose authority is ``system_record`` puts the system of
-        record above everything for that predicate."""
-        if self.authority == AUTHORITY_SYSTEM_RECORD and source_kind == "system_record":
-            return len(self.ranking) + 1
-        return len(self.ranking) - self.ranking.index(source_kind)
+        record above everything for that predicate. Raises ``ValueError``
+        for a kind the ranking does not list."""
+        try:
+            return self._ranks[source_kind]
+        except KeyError:
+            raise ValueError(f"{source_kind!r} is not in the source ranking") from None
+
+    @cached_property
+    def _ranks(self) -> dict[str, int]:
+        """Source kind -> rank, computed once per policy (the resolution
+        asks for a rank several times per claim)."""
+        ranks: dict[str, int] = {}
+        for i, kind in enumerate(self.ranking):
+            ranks.setdefault(kind, len(self.ranking) - i)
+        if self.authority == AUTHORITY_SYSTEM_RECORD:
+            ranks["system_record"] = len(self.ranking) + 1
+        return ranks
 
 
 @dataclass(frozen=True)
