@@ -225,7 +225,10 @@ class Assertion(models.Model):
             models.Index(fields=["tenant", "subject", "recorded_at"]),
             models.Index(fields=["tenant", "source_id"]),
             models.Index(fields=["tenant", "extractor", "recorded_at"]),
-            models.Index(fields=["tenant", "revocation_batch"]),
+            # Partial: only a console revocation sets the batch, so the
+            # rows every write adds stay out of this index.
+            models.Index(fields=["tenant", "revocation_batch"], condition=Q(revocation_batch__isnull=False),
+                         name="assertion_revocation_batch"),
         ]
 
 
