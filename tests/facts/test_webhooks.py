@@ -132,6 +132,30 @@ def test_a_name_ending_in_a_newline_is_400_naming_the_field(agent, field, value)
     assert row_counts(agent.tenant) == before
 
 
+@pytest.mark.parametrize("value, accepted", [
+    ("x" * 4094, True),                      # 4,096 bytes of JSON: at the limit
+    ("x" * 4095, False),                     # one byte over
+    ("\u00e9" * 2047, True),                # two bytes a character: 4,096
+    ("\u00e9" * 2048, False),
+    ("a\n" * 682, True),                    # "\n" escaped: 2 + 3 x 682 = 2,048 bytes
+    ("\u0001" * 682, True),                 # "\u0001" escaped: 2 + 6 x 682 = 4,094 bytes
+    ("\u0001" * 683, False),                # 4,100 bytes
+    ({"k": "x" * 4087}, True),               # {"k": "..."}: 4,096 bytes
+    ({"k": "x" * 4088}, False),
+], ids=["ascii at limit", "ascii over", "2-byte at limit", "2-byte over", "escapes", "6-byte escapes at limit",
+        "6-byte escapes over", "object at limit", "object over"])
+def test_a_value_over_4096_bytes_of_json_is_400_and_writes_nothing(agent, value, accepted):
+    before = row_counts(agent.tenant)
+
+    response = agent.webhook("fact.asserted", {**assertion_data(), "value": value})
+
+    if accepted:
+        assert response.status_code == 200
+    else:
+        assert (response.status_code, response.json()["field"]) == (400, "data.value")
+        assert row_counts(agent.tenant) == before
+
+
 def test_unknown_source_kind_is_400_naming_the_field(agent):
     before = row_counts(agent.tenant)
 
