@@ -33,11 +33,12 @@ COPY_THRESHOLD = 64
 
 
 def json_bytes(value: Any) -> bytes | str:
-    """JSON text of a ``jsonb`` column value, for psycopg: orjson (a tenth
-    of ``json.dumps``' time on the small objects of event and projection
-    rows, which a batch writes a dozen of per assertion), or ``json.dumps``
-    for what orjson refuses (an integer past 64 bits, a non-string key).
-    Either text is stored as the same ``jsonb``."""
+    """JSON text of ``value`` (UTF-8 bytes, or ``str``): orjson (a tenth of
+    ``json.dumps``' time on the small objects of event and projection rows,
+    which a batch writes a dozen of per assertion), or ``json.dumps`` for
+    what orjson refuses (an integer past 64 bits, a non-string key). Used
+    as psycopg's ``dumps`` for ``jsonb`` columns, which store either text
+    as the same value, and for the as-of read's body."""
     try:
         return orjson.dumps(value)
     except TypeError:  # orjson.JSONEncodeError is one

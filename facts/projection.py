@@ -106,11 +106,14 @@ def _segment_fields(seg: Segment, info: dict, conflict_ids: dict) -> dict:
             conflict_id=conflict_ids.get(seg.valid_from),
         )
     winner = seg.winner
+    sources = [source_json(c, info) for c in seg.sources]
     return dict(
         status="value", value=seg.value, value_key=seg.value_key, valid_from=seg.valid_from,
         valid_to=seg.valid_to, asserted_valid_to=winner.valid_to, assertion_id=winner.id,
-        stated_at=winner.stated_at, recorded_at=winner.recorded_at, source=source_json(winner, info),
-        sources=[source_json(c, info) for c in seg.sources], candidates=[], rule=seg.rule, conflict_id=None,
+        stated_at=winner.stated_at, recorded_at=winner.recorded_at,
+        # The winner leads its sources (facts.resolve ranks them): built once.
+        source=sources[0] if seg.sources and seg.sources[0] is winner else source_json(winner, info),
+        sources=sources, candidates=[], rule=seg.rule, conflict_id=None,
     )
 
 

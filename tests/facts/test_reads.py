@@ -398,3 +398,15 @@ def test_an_unexpected_error_is_a_json_500_in_the_api_shape(agent, monkeypatch, 
     assert response.status_code == 500 and response["Content-Type"].startswith("application/json")
     assert response.json() == {"detail": "internal server error", "field": None}
     assert any(r.name == "django.request" and r.exc_info for r in caplog.records)
+
+
+def test_an_as_of_read_carries_values_orjson_refuses(agent):
+    """The as-of body is encoded by orjson; an integer past 64 bits goes
+    through ``json`` instead and reads back whole, as it does now."""
+    agent.assert_fact(assertion_data(predicate="note", value={"big": 2 ** 70, "text": "ü"}))
+    known_at = iso(datetime.now(timezone.utc))
+
+    as_of = agent.get("/subjects/u-1/facts", known_at=known_at)["facts"]
+
+    assert [f["value"] for f in as_of] == [{"big": 2 ** 70, "text": "ü"}]
+    assert as_of == agent.get("/subjects/u-1/facts")["facts"]
