@@ -26,27 +26,21 @@ from django.db.models import QuerySet
 from django.db.models.query import ValuesIterable
 from django.utils import timezone
 import orjson
-from psycopg.types.json import Jsonb
 
 # Below this many rows one multi-row INSERT costs fewer round trips than COPY.
 COPY_THRESHOLD = 64
 
 
-def json_bytes(value: Any) -> bytes | str:
-    """JSON text of ``value`` (UTF-8 bytes, or ``str``): orjson (a tenth of
-    ``json.dumps``' time on the small objects of event and projection rows,
-    which a batch writes a dozen of per assertion), or ``json.dumps`` for
-    what orjson refuses (an integer past 64 bits, a non-string key). Used
-    as psycopg's ``dumps`` for ``jsonb`` columns, which store either text
-    as the same value, and for the as-of read's body."""
+def json_text(value: Any) -> str:
+    """JSON text of ``value``: orjson (a tenth of ``json.dumps``' time on
+    the small objects of event and projection rows, which a batch writes a
+    dozen of per assertion), or ``json.dumps`` for what orjson refuses (an
+    integer past 64 bits, a non-string key). For a ``jsonb`` column, which
+    stores either text as the same value, and the as-of read's body."""
     try:
-        return orjson.dumps(value)
+        return orjson.dumps(value).decode()
     except TypeError:  # orjson.JSONEncodeError is one
         return json.dumps(value)
-
-
-def _jsonb(value: Any) -> Jsonb:
-    return Jsonb(value, dumps=json_bytes)
 
 
 def insert_rows(model, objs: list, *, ignore_conflicts: bool = False) -> None:
@@ -59,8 +53,9 @@ def insert_rows(model, objs: list, *, ignore_conflicts: bool = False) -> None:
     default (``auto_now`` / ``auto_now_add``: now). An auto-increment
     primary key is left to the database. Values go as
     they are (psycopg adapts UUIDs and aware datetimes), except JSON
-    columns, which are wrapped as ``jsonb`` the way Django's ``JSONField``
-    stores them (``None`` is SQL ``NULL``).
+    columns, whose values go as JSON text (:func:`json_text`) and are
+    stored as ``jsonb`` the way Django's ``JSONField`` stores them
+    (``None`` is SQL ``NULL``).
 
     With ``ignore_conflicts`` a row that breaks a unique constraint is
     skipped (``INSERT … ON CONFLICT DO NOTHING``; never ``COPY``).
@@ -94,7 +89,6 @@ class Writes:
         copy_sql, insert_sql, columns = _copy_plan(model)
         now = timezone.now()
         names = [name for name, _, _ in columns]
-        wrapped = [(n, wrap) for n, (_, wrap, _) in enumerate(columns) if wrap is not None]
         rows = []
         for obj in objs:
             values = obj if isinstance(obj, dict) else obj.__dict__
@@ -102,17 +96,22 @@ class Writes:
                 row = [values[name] for name in names]
             except KeyError:  # a column left to its default
                 row = [values[name] if name in values else _default(field, now) for name, _, field in columns]
-            for n, wrap in wrapped:
-                if row[n] is not None:
-                    row[n] = wrap(row[n])
             rows.append(row)
         if len(rows) >= COPY_THRESHOLD and not ignore_conflicts:
+            # COPY sends every value as text, which PostgreSQL parses as the
+            # column's type: a JSON column's value goes as its JSON text,
+            # with no adapter object per value.
+            json_columns = [n for n, (_, is_json, _) in enumerate(columns) if is_json]
+            for row in rows:
+                for n in json_columns:
+                    if row[n] is not None:
+                        row[n] = json_text(row[n])
             self._ops.append(("copy", copy_sql, rows))
             return
         # A few rows: one INSERT whose rows travel as one JSON parameter
         # (encoded in C), not one parameter per value quoted in Python; the
         # statement text stays the same whatever the number of rows.
-        payload = _rows_json([dict(zip(names, (_plain(v) for v in row))) for row in rows])
+        payload = _rows_json([dict(zip(names, row)) for row in rows])
         self.execute(insert_sql + (" ON CONFLICT DO NOTHING" if ignore_conflicts else ""), [payload])
 
     def send(self) -> None:
@@ -136,12 +135,6 @@ class Writes:
 
 
 _copy_plans: dict[type, tuple[str, str, list]] = {}
-
-
-def _plain(value: Any) -> Any:
-    """A row value as JSON takes it: a ``Jsonb`` column value unwrapped (it
-    is the JSON itself)."""
-    return value.obj if isinstance(value, Jsonb) else value
 
 
 def _rows_json(rows: list[dict]) -> str:
@@ -173,7 +166,7 @@ def _default(field, now) -> Any:
 
 def _copy_plan(model) -> tuple[str, str, list[tuple[str, Any, Any]]]:
     """``COPY … FROM STDIN`` and ``INSERT … SELECT`` from one JSON array
-    parameter of ``model``, and its columns as ``(attname, wrap, field)``;
+    parameter of ``model``, and its columns as ``(attname, is JSON, field)``;
     cached per model."""
     if model not in _copy_plans:
         fields = [f for f in model._meta.concrete_fields
@@ -183,7 +176,7 @@ def _copy_plan(model) -> tuple[str, str, list[tuple[str, Any, Any]]]:
         _copy_plans[model] = (f"COPY {table} ({names}) FROM STDIN",
                               f"INSERT INTO {table} ({names}) SELECT {names} "
                               f"FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb)",
-                              [(f.attname, _jsonb if f.get_internal_type() == "JSONField" else None, f)
+                              [(f.attname, f.get_internal_type() == "JSONField", f)
                                for f in fields])
     return _copy_plans[model]
 

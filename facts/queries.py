@@ -27,7 +27,7 @@ from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.db.models import Q
 from django.utils import timezone
 
-from facts.bulk import fetch_together, json_bytes
+from facts.bulk import fetch_together, json_text
 from facts.claims import CLAIM_FIELDS, to_claim
 from facts.errors import NotFound
 from facts.models import (
@@ -165,9 +165,8 @@ def facts_at_json(*, tenant: Tenant, external_id: str, valid_at: datetime | None
     if _is_now(known_at, now):
         return _current_facts_json(tenant_id=tenant.id, external_id=external_id, valid_at=valid_at or now,
                                    known_at=known_at or now, entity=entity, predicate=predicate, scope=scope)
-    body = json_bytes(facts_at(tenant=tenant, external_id=external_id, valid_at=valid_at, known_at=known_at,
-                               entity=entity, predicate=predicate, scope=scope))
-    return body.decode() if isinstance(body, bytes) else body
+    return json_text(facts_at(tenant=tenant, external_id=external_id, valid_at=valid_at, known_at=known_at,
+                              entity=entity, predicate=predicate, scope=scope))
 
 
 # --------------------------------------------------------------------------- current view, built in SQL
