@@ -853,14 +853,20 @@ def request_prompts(requests: list[PromptToOpen]) -> None:
     transaction.on_commit(partial(_enqueue_prompts, requests))
 
 
+def _targets(requests: list[PromptToOpen]) -> tuple[dict[str, int], list[tuple[int, str]]]:
+    """Each prompt asked for once: ``{conflict id: tenant id}`` and
+    ``[(tenant id, proposal assertion id)]``, in the order asked."""
+    conflicts = {r.conflict_id: r.tenant_id for r in requests if r.conflict_id is not None}
+    proposals = list(dict.fromkeys((r.tenant_id, r.proposal_assertion_id) for r in requests
+                                   if r.proposal_assertion_id is not None))
+    return conflicts, proposals
+
+
 def _enqueue_prompts(requests: list[PromptToOpen]) -> None:
     from conflicts import tasks
 
-    enqueue(tasks.open_prompts, kwargs={
-        "conflict_ids": list(dict.fromkeys(r.conflict_id for r in requests if r.conflict_id is not None)),
-        "proposals": [list(p) for p in dict.fromkeys((r.tenant_id, r.proposal_assertion_id) for r in requests
-                                                      if r.proposal_assertion_id is not None)],
-    })
+    conflicts, proposals = _targets(requests)
+    enqueue(tasks.open_prompts, kwargs={"conflict_ids": list(conflicts), "proposals": [list(p) for p in proposals]})
 
 
 def _record_requests(requests: list[PromptToOpen]) -> None:
@@ -868,9 +874,7 @@ def _record_requests(requests: list[PromptToOpen]) -> None:
     conflict's once, a proposal asked for again due again (its
     ``created_at`` renewed, ``done_at`` cleared)."""
     now = timezone.now()
-    conflicts = {r.conflict_id: r.tenant_id for r in requests if r.conflict_id is not None}
-    proposals = list(dict.fromkeys((r.tenant_id, r.proposal_assertion_id) for r in requests
-                                   if r.proposal_assertion_id is not None))
+    conflicts, proposals = _targets(requests)
     writes = Writes()
     if conflicts:
         writes.execute(
