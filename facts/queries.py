@@ -369,15 +369,19 @@ _KeyRow = namedtuple("_KeyRow", _FACT_KEY_ATTNAMES)
 _ASSERTION_AT = 2 + len(_FACT_KEY_ATTNAMES)
 # The subject, its keys and each key's live(T) assertions (facts/claims.py,
 # ``live_filter``) with what ``source_info`` adds; a key without any comes
-# once with NULLs, a subject without keys likewise.
+# once with NULLs, a subject without keys likewise. Keys are joined by
+# subject and assertions by key only (the tenant follows from the subject):
+# a tenant condition there let the planner scan the whole tenant when its
+# statistics predate the tenant (3.8 ms against 0.2 for a new tenant of 330
+# assertions, growing with the tenant until autovacuum analyses the table).
 _SUBJECT_LIVE_ASSERTIONS_SQL = (
     "SELECT s.id, s.external_id, " + ", ".join(f'k."{f.column}"' for f in FactKey._meta.concrete_fields)
     + ", a.id, a.value, a.value_key, a.valid_from, a.valid_to, a.stated_at, a.recorded_at, a.source_kind, "
     "a.source_id, a.content_hash, a.extractor, a.evidence "
     f'FROM "{Subject._meta.db_table}" s LEFT JOIN "{FactKey._meta.db_table}" k '
-    "ON k.tenant_id = s.tenant_id AND k.subject_id = s.id{key_filter} "
-    f'LEFT JOIN "{Assertion._meta.db_table}" a ON a.tenant_id = s.tenant_id AND a.subject_id = s.id '
-    "AND a.fact_key_id = k.id AND a.recorded_at <= %(known_at)s AND a.erased_at IS NULL "
+    "ON k.subject_id = s.id{key_filter} "
+    f'LEFT JOIN "{Assertion._meta.db_table}" a ON a.fact_key_id = k.id '
+    "AND a.recorded_at <= %(known_at)s AND a.erased_at IS NULL "
     "AND (a.retracted_at IS NULL OR a.retracted_at > %(known_at)s) "
     "WHERE s.tenant_id = %(tenant)s AND s.external_id = %(external_id)s"
 )
