@@ -20,12 +20,12 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Sequence
 
+import orjson
 from django.core.exceptions import EmptyResultSet
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import QuerySet
 from django.db.models.query import ValuesIterable
 from django.utils import timezone
-import orjson
 
 # Below this many rows one multi-row INSERT costs fewer round trips than COPY.
 COPY_THRESHOLD = 64

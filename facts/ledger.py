@@ -234,12 +234,12 @@ class ConflictBook:
     of one per conflict. Otherwise each is written at once, since
     subscribers hear of it before the write ends."""
 
-    def __init__(self, conflicts: Iterable[Conflict], *, defers: bool = False) -> None:
+    def __init__(self, conflicts: Iterable[Conflict]) -> None:
         """``conflicts``: every conflict row of the keys, oldest opened first."""
         self.by_key: dict[int, dict[datetime, Conflict]] = {}
         for c in conflicts:
             self.by_key.setdefault(c.fact_key_id, {})[c.valid_from] = c
-        self.defers = defers
+        self.defers = False  # the batch path sets it (facts.ledger._record)
         self._new: dict[Any, Conflict] = {}  # opened by this write, not written yet
         self._changed: dict[Any, Conflict] = {}  # stored before, changed by this write
 

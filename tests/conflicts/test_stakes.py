@@ -4,6 +4,8 @@ whatever the delivery order, duplicates and repeated tasks included."""
 from itertools import permutations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from conflicts import actions, tasks
 from conflicts.models import ClarificationPrompt
@@ -142,3 +144,33 @@ def test_one_batch_asks_for_all_its_prompts_in_one_task(agent, monkeypatch, djan
     assert sorted(ClarificationPrompt.objects.filter(tenant=agent.tenant).values_list("kind", "subject__external_id")) == [
         ("conflict", "u-1"), ("proposal", "u-2"), ("proposal", "u-3")]
     assert PromptRequest.objects.filter(tenant=agent.tenant, done_at__isnull=True).count() == 0
+
+
+def test_a_tie_resolved_and_opened_again_in_one_batch_leaves_one_open_conflict(agent, inline_tasks):
+    """The batch path writes the conflicts it changes before those it
+    opens: a stored open tie whose candidate is retracted (resolved) and a
+    new value tying at the same valid time (opened again) make one resolved
+    and one open row, as the unique constraint on open ties allows."""
+    first, second = tie()
+    with inline_tasks():
+        agent.assert_fact(first)
+        agent.assert_fact(second)
+    stored = Conflict.objects.get(tenant=agent.tenant)
+    neue = Assertion.objects.get(tenant=agent.tenant, value=NEUE)
+    third = tie(values=(KOELN,), stated=("2026-11-25T10:00:00Z",))[0]
+    events = [{"id": "r-1", "type": "fact.retracted", "data": {"assertion_id": str(neue.id), "reason": "wrong"}},
+              {"id": "a-1", "type": "fact.asserted", "data": {**third, "source": {**third["source"], "id": "msg-3"}}}]
+
+    with inline_tasks(), CaptureQueriesContext(connection) as sent:
+        response = agent.api("POST", "/assertions/batch", {"events": events})
+    conflicts = {c.status: c for c in Conflict.objects.filter(tenant=agent.tenant).exclude(pk=stored.pk)}
+    stored.refresh_from_db()
+
+    assert [r["outcome"] for r in response.json()["results"]] == ["retracted", "conflict"]
+    # Written in one go: no unique violation sent the batch back to one item at a time.
+    assert not [q for q in sent.captured_queries if q["sql"].startswith("ROLLBACK TO SAVEPOINT")]
+    assert (stored.status, stored.resolution_rule) == ("RESOLVED", "tie-gone")
+    assert list(conflicts) == ["OPEN"] and conflicts["OPEN"].valid_from == stored.valid_from
+    assert sorted(Assertion.objects.filter(pk__in=conflicts["OPEN"].candidate_ids).values_list("value", flat=True)) == \
+        sorted([ALTE, KOELN])
+    assert agent.get("/subjects/u-1/facts")["facts"][0]["status"] == "conflict"
