@@ -275,11 +275,9 @@ def open_requested_prompts(*, now: datetime | None = None, stuck_after_seconds: 
         getattr(settings, "MEMORYUI_OUTBOX_STUCK_SECONDS", 60))
     requests = list(PromptRequest.objects.filter(done_at__isnull=True, created_at__lte=now - timedelta(seconds=grace))
                     .order_by("created_at").values("tenant_id", "conflict_id", "proposal_assertion_id")[:limit])
-    for request in requests:
-        if request["conflict_id"] is not None:
-            open_conflict_prompt(conflict_id=str(request["conflict_id"]))
-        else:
-            open_proposal_prompt(tenant_id=request["tenant_id"], assertion_id=str(request["proposal_assertion_id"]))
+    open_prompts(conflict_ids=[r["conflict_id"] for r in requests if r["conflict_id"] is not None],
+                 proposals=[[r["tenant_id"], r["proposal_assertion_id"]] for r in requests
+                            if r["conflict_id"] is None])
     if requests:
         logger.info("prompt_requests.swept", extra={"handled": len(requests)})
     return len(requests)
@@ -828,14 +826,11 @@ def _request_prompt(request: PromptToOpen) -> None:
     enqueue one task for them on commit, in the place of the first (as one
     task each used to be: before the outbox deliveries of the same events);
     outside a delivery, ask now."""
-    kept = ev.scratch()
-    if kept is None:
+    requests = ev.keep("prompt_requests", request)
+    if requests is None:
         request_prompts([request])
-        return
-    if "prompt_requests" not in kept:
-        requests = kept["prompt_requests"] = []
+    elif len(requests) == 1:
         transaction.on_commit(partial(_enqueue_prompts, requests))
-    kept["prompt_requests"].append(request)
 
 
 def request_kept_prompts(kept: dict) -> None:

@@ -55,11 +55,8 @@ def on_domain_event(event: ev.DomainEvent) -> None:
 def _later(kind: str, event: ev.DomainEvent) -> None:
     """Keep ``event`` for :func:`finish_delivery` (all of a kind in one
     statement); outside a delivery, finish it now."""
-    kept = ev.scratch()
-    if kept is None:
+    if ev.keep(kind, event) is None:
         finish_delivery({kind: [event]})
-    else:
-        kept.setdefault(kind, []).append(event)
 
 
 def finish_delivery(kept: dict) -> None:

@@ -61,7 +61,7 @@ def after_delivery(hook: Callable[[dict], None]) -> Callable[[dict], None]:
     """Register ``hook(kept)`` (idempotent): run once the subscribers have
     had every event of a delivery (a released :func:`held`, or one event
     published outside a hold), in the same transaction, with the dict they
-    kept work in (:func:`scratch`), so that a subscriber can finish the
+    kept work in (:func:`keep`), so that a subscriber can finish the
     work of a thousand events in one statement. Not run when a subscriber
     raised (the write rolls back)."""
     if hook not in _after_delivery:
@@ -69,11 +69,17 @@ def after_delivery(hook: Callable[[dict], None]) -> Callable[[dict], None]:
     return hook
 
 
-def scratch() -> dict | None:
-    """While subscribers receive a delivery, a dict of its own where they
-    may keep work for their :func:`after_delivery` hook; ``None`` outside
-    one (then do the work at once)."""
-    return _scratch.get()
+def keep(kind: str, item: Any) -> list | None:
+    """While subscribers receive a delivery, add ``item`` to the delivery's
+    list of ``kind`` (kept for an :func:`after_delivery` hook, which finds
+    it under ``kind``) and return that list; ``None`` outside a delivery
+    (then do the work at once)."""
+    kept = _scratch.get()
+    if kept is None:
+        return None
+    items = kept.setdefault(kind, [])
+    items.append(item)
+    return items
 
 
 def publish(event: DomainEvent) -> None:
@@ -89,7 +95,7 @@ def publish(event: DomainEvent) -> None:
 
 def _deliver(events: list[DomainEvent]) -> None:
     """Each event to every subscriber, then the :func:`after_delivery`
-    hooks, with a fresh :func:`scratch` (an event a subscriber publishes
+    hooks, with a fresh dict for :func:`keep` (an event a subscriber publishes
     meanwhile is a delivery of its own)."""
     kept: dict = {}
     token = _scratch.set(kept)

@@ -160,7 +160,7 @@ def test_an_after_delivery_hook_finishes_each_delivery_once(db, monkeypatch):
     def subscriber(event: ev.DomainEvent) -> None:
         if event.type == "boom":
             raise RuntimeError("subscriber failed")
-        ev.scratch().setdefault("types", []).append(event.type)
+        ev.keep("types", event.type)
 
     monkeypatch.setattr(ev, "_subscribers", [subscriber])
     monkeypatch.setattr(ev, "_after_delivery", [lambda kept: finished.append(kept.get("types", []))])
@@ -178,4 +178,4 @@ def test_an_after_delivery_hook_finishes_each_delivery_once(db, monkeypatch):
             release()
 
     assert finished == [["a", "b", "c"], ["d"]]
-    assert ev.scratch() is None
+    assert ev.keep("types", "outside") is None
