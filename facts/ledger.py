@@ -19,11 +19,10 @@ from typing import Any, Callable, Iterable
 
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, transaction
 from django.utils import timezone
-from psycopg.types.json import Jsonb
 
 from facts import events as ev
 from facts.errors import NotFound
-from facts.bulk import Select, Writes, fetch_together, insert_rows
+from facts.bulk import Select, Writes, fetch_together, insert_rows, json_text
 from facts.claims import CLAIM_FIELDS, LIVE_SQL, to_claim
 from facts.inputs import AssertionInput, InputError, parse_name
 from facts.models import (
@@ -277,9 +276,9 @@ class ConflictBook:
             writes.execute(
                 f"UPDATE {_CONFLICTS} c SET status = u.status, candidate_ids = u.candidate_ids, "
                 f"resolved_at = u.resolved_at, resolution_rule = u.resolution_rule, resolved_by = u.resolved_by "
-                f"FROM unnest(%s::uuid[], %s::text[], %s::jsonb[], %s::timestamptz[], %s::text[], %s::text[]) "
+                f"FROM unnest(%s::uuid[], %s::text[], %s::text[]::jsonb[], %s::timestamptz[], %s::text[], %s::text[]) "
                 f"AS u(id, status, candidate_ids, resolved_at, resolution_rule, resolved_by) WHERE c.id = u.id",
-                [[c.id for c in changed], [c.status for c in changed], [Jsonb(c.candidate_ids) for c in changed],
+                [[c.id for c in changed], [c.status for c in changed], [json_text(c.candidate_ids) for c in changed],
                  [c.resolved_at for c in changed], [c.resolution_rule for c in changed],
                  [c.resolved_by for c in changed]])
         writes.insert(Conflict, [c.__dict__ for c in self._new.values()])
