@@ -14,13 +14,19 @@
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import re
+import time
 import uuid
+import weakref
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Sequence
 
 import orjson
+import psycopg
+from django.conf import settings
 from django.core.exceptions import EmptyResultSet
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import QuerySet
@@ -117,21 +123,19 @@ class Writes:
     def send(self) -> None:
         """Run everything added, in order, and start afresh."""
         ops, self._ops = self._ops, []
-        conn = connections[DEFAULT_DB_ALIAS]  # the connection itself, not the thread-local proxy, in the hot loop
-        with conn.cursor() as cursor:
-            pending_sql: list[str] = []
-            pending_params: list = []
-            for kind, sql, payload in [*ops, ("end", "", None)]:
-                if kind != "sql" and pending_sql:
-                    cursor.execute(";\n".join(pending_sql), pending_params)
-                    pending_sql, pending_params = [], []
-                if kind == "sql":
-                    pending_sql.append(sql)
-                    pending_params.extend(payload)
-                elif kind == "copy":
-                    with cursor.cursor.copy(sql) as copy:
-                        for row in payload:
-                            copy.write_row(row)
+        pending: list[tuple[str, list]] = []
+        for kind, sql, payload in ops:
+            if kind == "sql":
+                pending.append((sql, payload))
+                continue
+            if pending:
+                _send(pending)
+                pending = []
+            with connections[DEFAULT_DB_ALIAS].cursor() as cursor, cursor.cursor.copy(sql) as copy:
+                for row in payload:
+                    copy.write_row(row)
+        if pending:
+            _send(pending)
 
 
 _copy_plans: dict[type, tuple[str, str, list]] = {}
@@ -274,17 +278,220 @@ def fetch_together(*queries: QuerySet | Select | tuple[str, list]) -> list[list]
             except EmptyResultSet:
                 sql, params = None, ()
             plans.append((lambda rows, q=query, c=compiler: _convert(q, c, rows), sql, list(params)))
-    sent = [p for p in plans if p[1] is not None]
-    fetched: list[list] = []
-    if sent:
-        with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-            cursor.execute(";\n".join(p[1] for p in sent), [v for p in sent for v in p[2]])
-            for n in range(len(sent)):
-                if n:
-                    cursor.nextset()
-                fetched.append(cursor.fetchall())
-    rows_of = iter(fetched)
-    return [[] if sql is None else convert(next(rows_of)) for convert, sql, _ in plans]
+    sent = [(sql, params, not isinstance(query, QuerySet))
+            for query, (_, sql, params) in zip(queries, plans) if sql is not None]
+    fetched = iter(_send(sent, fetch=True)) if sent else iter(())
+    return [[] if sql is None else convert(next(fetched)) for convert, sql, _ in plans]
+
+
+def _send(statements: Sequence[tuple], *, fetch: bool = False) -> list[list]:
+    """Send ``statements`` (``(sql, params)``, or ``(sql, params, may
+    prepare)``; one statement each, ``%s`` placeholders) to PostgreSQL in
+    one round trip, as one query string (Django's cursor binds on the
+    client, so several statements may go together). With ``fetch``, every
+    statement returns rows and their lists come back, in order. Statements
+    of a fixed text go as ``EXECUTE`` of the statement prepared on the
+    connection (:class:`PreparedStatements`)."""
+    conn = _connected()
+    with conn.wrap_database_errors:
+        cursor = conn.create_cursor()
+    try:
+        _execute(conn, cursor, statements)
+        out: list[list] = []
+        if fetch:
+            with conn.wrap_database_errors:
+                for n in range(len(statements)):
+                    if n:
+                        cursor.nextset()
+                    out.append(cursor.fetchall())
+        return out
+    finally:
+        cursor.close()
+
+
+def _connected():
+    """Django's default connection, open and usable from this thread (the
+    checks Django's own cursors make)."""
+    conn = connections[DEFAULT_DB_ALIAS]
+    conn.close_if_health_check_failed()
+    conn.ensure_connection()
+    conn.validate_thread_sharing()
+    return conn
+
+
+def _execute(conn, cursor, statements: Sequence[tuple]) -> None:
+    """Run ``statements`` on ``cursor`` (a psycopg cursor of ``conn``) in
+    one round trip, prepared where they may be; the cursor is left on the
+    first statement's result. Django's checks, error classes and query log
+    apply as to its own cursors; the log shows the statements themselves,
+    not the ``EXECUTE``."""
+    conn.validate_no_broken_transaction()
+    prepared = PreparedStatements.of(conn.connection)
+    text, params, new = prepared.compose(statements)
+    started = time.monotonic()
+    try:
+        with conn.wrap_database_errors:
+            try:
+                cursor.execute(text, params)
+            except psycopg.Error as exc:
+                prepared.failed(new, exc)
+                raise
+            prepared.done(new)
+            for _ in new:  # the PREPAREs' results come first
+                cursor.nextset()
+    finally:
+        if conn.queries_logged:
+            conn.queries_log.append({
+                "sql": ";\n".join(conn.ops.compose_sql(s[0], s[1]) for s in statements),
+                "time": "%.3f" % (time.monotonic() - started),
+            })
+
+
+class PreparedCursor:
+    """A cursor for one statement at a time, prepared on the connection on
+    its first use (:class:`PreparedStatements`): for the hot reads, whose
+    planning costs more than running them. ``execute(sql, params)`` takes
+    ``%s`` or ``%(name)s`` placeholders; then ``fetchone`` / ``fetchall``.
+    A context manager, like Django's cursors."""
+
+    def __init__(self) -> None:
+        self._conn = _connected()
+        with self._conn.wrap_database_errors:
+            self._cursor = self._conn.create_cursor()
+
+    def execute(self, sql: str, params: Sequence | dict = ()) -> None:
+        _execute(self._conn, self._cursor, [(sql, params)])
+
+    def fetchone(self):
+        with self._conn.wrap_database_errors:
+            return self._cursor.fetchone()
+
+    def fetchall(self) -> list:
+        with self._conn.wrap_database_errors:
+            return self._cursor.fetchall()
+
+    def close(self) -> None:
+        self._cursor.close()
+
+    def __enter__(self) -> "PreparedCursor":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class PreparedStatements:
+    """The statements one database session has prepared (SQL ``PREPARE``),
+    for :func:`_send` and :class:`PreparedCursor`.
+
+    A statement may be prepared when its text is fixed (the hot paths'
+    ``Select`` shapes, the ledger's statements, the bulk inserts, the hot
+    reads; not a compiled ``QuerySet``, whose text changes with its ``IN``
+    lists). It is named by a hash of its text and prepared on its first use
+    on a session, in the same round trip, with the parameter types
+    PostgreSQL infers from the statement; ``EXECUTE`` coerces the values to
+    them. PostgreSQL then parses and plans it once per session, not once
+    per request (on the write path planning cost PostgreSQL more than
+    running the statements).
+
+    ``PREPARE`` is not undone by a rollback, so a statement counts as
+    prepared once the round trip that prepared it succeeded, or failed
+    after it (a data, constraint, serialisation, lock or cancel error: the
+    ``PREPARE`` statements come first). After any other failure this
+    session prepares nothing more and sends statements as they are, which
+    is always correct. Nothing else may deallocate a session's statements:
+    psycopg's own preparing (``prepare_threshold``) stays off, since it
+    deallocates every statement of the session on a rollback. At most
+    :attr:`LIMIT` statements per session; ``MEMORYUI_PREPARED_STATEMENTS=0``
+    turns preparing off.
+    """
+
+    LIMIT = 200
+    KNOWN_TEXTS = 2000  # statement texts remembered per process; past them, sent as they are
+    _forms: dict[str, tuple[str, str, str] | None] = {}  # sql -> (name, PREPARE text, EXECUTE text)
+    _sessions: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+    # SQLSTATE classes of errors raised by a statement's execution, not by
+    # the PREPARE before it: data, constraint, transaction rollback, object
+    # state (lock not available), operator intervention, PL/pgSQL raise.
+    _AFTER_PREPARE = ("22", "23", "40", "55", "57", "P0")
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.off = False
+
+    @classmethod
+    def of(cls, pg_connection) -> "PreparedStatements":
+        """The record of this psycopg connection (a new session starts empty)."""
+        found = cls._sessions.get(pg_connection)
+        if found is None:
+            found = cls._sessions[pg_connection] = cls()
+        return found
+
+    @classmethod
+    def _form(cls, sql: str) -> tuple[str, str, str] | None:
+        if sql not in cls._forms:
+            if ";" in sql or len(cls._forms) >= cls.KNOWN_TEXTS:
+                return None
+            numbers: dict[str, int] = {}  # placeholder name (or position) -> $n
+            order: list[str] = []
+
+            def number(match: re.Match) -> str:
+                if match.group() == "%%":
+                    return "%%"
+                name = match.group(1) if match.group(1) is not None else str(len(order))
+                if name not in numbers or match.group(1) is None:
+                    numbers[name] = len(order) + 1
+                    order.append(match.group())
+                return f"${numbers[name]}"
+
+            body = _PLACEHOLDERS.sub(number, sql)
+            name = "mu_" + hashlib.blake2b(sql.encode(), digest_size=12).hexdigest()
+            cls._forms[sql] = (name, f"PREPARE {name} AS {body}",
+                               f"EXECUTE {name}({', '.join(order)})" if order else f"EXECUTE {name}")
+        return cls._forms[sql]
+
+    def compose(self, statements: Sequence[tuple]) -> tuple[str, list | dict, list[str]]:
+        """The query string to send (``PREPARE`` of the statements new to
+        this session first), its parameters (a dict only for one statement
+        with named placeholders), and the names it prepares."""
+        texts: list[str] = []
+        params: list = []
+        prepares: list[str] = []
+        new: list[str] = []
+        off = self.off or not settings.MEMORYUI_PREPARED_STATEMENTS
+        for statement in statements:
+            sql, values = statement[0], statement[1]
+            form = None if off or (len(statement) > 2 and not statement[2]) else self._form(sql)
+            if form is not None and form[0] not in self.names and form[0] not in new:
+                if len(self.names) + len(new) >= self.LIMIT:
+                    form = None
+                else:
+                    new.append(form[0])
+                    prepares.append(form[1])
+            texts.append(form[2] if form is not None else sql)
+            if isinstance(values, dict):
+                if len(statements) > 1:
+                    raise ValueError("named placeholders only in a statement sent alone")
+                params = values  # type: ignore[assignment]
+            else:
+                params.extend(values)
+        return ";\n".join(prepares + texts), params, new
+
+    def done(self, new: list[str]) -> None:
+        """The round trip that prepared ``new`` succeeded."""
+        self.names.update(new)
+
+    def failed(self, new: list[str], exc: "psycopg.Error") -> None:
+        """The round trip that was to prepare ``new`` failed with ``exc``."""
+        if not new:
+            return
+        if (exc.sqlstate or "")[:2] in self._AFTER_PREPARE:
+            self.names.update(new)
+        else:
+            self.off = True
+
+
+_PLACEHOLDERS = re.compile(r"%%|%s|%\((\w+)\)s")
 
 
 def _convert(query: QuerySet, compiler, rows: list) -> list:

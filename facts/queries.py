@@ -11,7 +11,7 @@ The API's reads are hot paths (issue 6): they run plain SQL through
 view's facts body is built by PostgreSQL. Their results equal the ORM and
 Python builders' (tests/facts/test_reads.py). Facts now and context check
 the API key in their own statement (one round trip per read) and run as
-server-side prepared statements (:func:`prepared_cursor`).
+prepared statements (:class:`facts.bulk.PreparedCursor`).
 """
 from __future__ import annotations
 
@@ -21,13 +21,11 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-import psycopg
 from django.db import connection
-from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.db.models import Q
 from django.utils import timezone
 
-from facts.bulk import fetch_together, json_text
+from facts.bulk import PreparedCursor, fetch_together, json_text
 from facts.claims import CLAIM_FIELDS, to_claim
 from facts.errors import NotFound
 from facts.models import (
@@ -37,41 +35,6 @@ from facts.policy import PolicyCache
 from facts.projection import iso, rows_holding_at
 from facts.resolve import FATE_PROPOSED, SEGMENT_CONFLICT, Claim, Policy, resolve
 from facts.tenants import KEY_COLUMNS, KEY_FROM, KEY_WHERE, KeyCheck
-
-
-class _PreparingCursor(psycopg.Cursor):
-    """Server-side binding, and each statement prepared on its first use on
-    a connection (parsed and planned once per connection, not per request)."""
-
-    def execute(self, query, params=None, *, prepare: bool | None = True, binary: bool | None = None):
-        return super().execute(query, params, prepare=prepare, binary=binary)
-
-
-class _PreparedDebugWrapper(CursorDebugWrapper):
-    """Django's query log for :class:`_PreparingCursor`: the statement with
-    its parameters bound, as for Django's cursors (a prepared execution
-    leaves psycopg no query text for Django to report)."""
-
-    def execute(self, sql, params=None):
-        with self.debug_sql(self.db.ops.compose_sql(sql, params)):
-            return CursorWrapper.execute(self, sql, params)
-
-
-def prepared_cursor():
-    """A cursor on Django's connection for the hot reads' fixed statements:
-    server-side binding and prepared statements (the planning of the facts
-    statement's JSON costs more than running it), where Django's own cursor
-    binds on the client and sends and plans the whole text every time.
-
-    Wrapped like Django's cursors: queries are logged and counted as usual,
-    errors become ``django.db`` errors. Preparing needs the connection's
-    ``prepare_threshold`` set (settings: ``MEMORYUI_PREPARED_STATEMENTS``);
-    with it off the statements run unprepared, with the same results."""
-    connection.ensure_connection()
-    connection.validate_thread_sharing()
-    with connection.wrap_database_errors:
-        cursor = _PreparingCursor(connection.connection)
-    return _PreparedDebugWrapper(cursor, connection) if connection.queries_logged else connection.make_cursor(cursor)
 
 
 def get_subject(*, tenant: Tenant, external_id: str) -> Subject:
@@ -253,7 +216,7 @@ def _current_facts_json(*, tenant_id: int, external_id: str, valid_at: datetime,
     """The facts body as known now, as JSON text, in one query. The subject
     is looked up by ``(tenant, external_id)`` and the projection rows by
     ``(tenant, subject)``. Raises :class:`NotFound`."""
-    with prepared_cursor() as cursor:
+    with PreparedCursor() as cursor:
         cursor.execute(*current_facts_statement(tenant_id=tenant_id, external_id=external_id, valid_at=valid_at,
                                                 entity=entity, predicate=predicate, scope=scope))
         row = cursor.fetchone()
@@ -278,7 +241,7 @@ def facts_at_json_for_key(*, key: KeyCheck, external_id: str, valid_at: datetime
             tenant=tenant, external_id=external_id, valid_at=valid_at, known_at=known_at, entity=entity,
             predicate=predicate, scope=scope)
     valid_at = valid_at or now
-    with prepared_cursor() as cursor:
+    with PreparedCursor() as cursor:
         cursor.execute(*current_facts_statement(external_id=external_id, valid_at=valid_at, entity=entity,
                                                 predicate=predicate, scope=scope, key=key))
         row = cursor.fetchone()
@@ -402,7 +365,7 @@ def context(*, tenant: Tenant, external_id: str) -> dict:
     "predicate", "scope", "reason"}]}``: facts and conflicts in key order,
     then proposals in code point order. One query (subject and projection
     rows together). Raises :class:`NotFound`."""
-    with prepared_cursor() as cursor:
+    with PreparedCursor() as cursor:
         cursor.execute(_CONTEXT_SQL, {"tenant": tenant.id, "external_id": external_id, "at": timezone.now()})
         rows = cursor.fetchall()
     if not rows:
@@ -414,7 +377,7 @@ def context_for_key(*, key: KeyCheck, external_id: str) -> dict | None:
     """:func:`context` for the holder of the API key ``key``, the key checked
     in the same statement; ``None`` when the key is unknown or revoked.
     Raises :class:`NotFound` (unknown subject of a live key)."""
-    with prepared_cursor() as cursor:
+    with PreparedCursor() as cursor:
         cursor.execute(_CONTEXT_FOR_KEY_SQL, {**key.params(), "external_id": external_id, "at": timezone.now()})
         rows = cursor.fetchall()
     if not rows:

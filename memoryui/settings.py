@@ -37,10 +37,10 @@ Variables (all optional):
   ``manage.py runserver`` (``bin/demo`` sets it): its threads never close
   the connections they keep, so each request thread would hold one until
   PostgreSQL runs out.
-- ``MEMORYUI_PREPARED_STATEMENTS`` (``1``): the hot reads (facts now,
-  context) run as server-side prepared statements, planned once per
-  connection. ``0`` behind a pooler that cannot keep them (PgBouncer in
-  transaction mode before 1.21); the reads then plan every time.
+- ``MEMORYUI_PREPARED_STATEMENTS`` (``1``): the write path's statements and
+  the hot reads (facts now, context) run as prepared statements, parsed
+  and planned once per connection. ``0`` behind a pooler that cannot keep
+  them (PgBouncer in transaction mode); they are then planned every time.
 """
 from __future__ import annotations
 
@@ -156,11 +156,11 @@ DATABASES = {
                                      conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "60"))),
 }
 DATABASES["default"].setdefault("TEST", {})["NAME"] = os.environ.get("TEST_DATABASE_NAME", "test_memoryui")
-# Only cursors that bind on the server prepare (facts.queries.prepared_cursor,
-# which asks for it on first use); Django's own cursors bind on the client
-# and never do, whatever this says. None turns preparing off.
-DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
-    "prepare_threshold", 5 if _env_bool("MEMORYUI_PREPARED_STATEMENTS", True) else None)
+# The hot statements are prepared once per connection (SQL PREPARE; see
+# facts.bulk.PreparedStatements). psycopg's own preparing stays off: on a
+# rollback it deallocates every prepared statement of the session.
+MEMORYUI_PREPARED_STATEMENTS = _env_bool("MEMORYUI_PREPARED_STATEMENTS", True)
+DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = None
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

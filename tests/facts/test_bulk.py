@@ -179,3 +179,123 @@ def test_an_after_delivery_hook_finishes_each_delivery_once(db, monkeypatch):
 
     assert finished == [["a", "b", "c"], ["d"]]
     assert ev.keep("types", "outside") is None
+
+
+# ---------------------------------------------------------------- prepared statements
+
+def _prepared_names() -> set[str]:
+    from django.db import connection
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name FROM pg_prepared_statements")
+        return {row[0] for row in cursor.fetchall()}
+
+
+def _session():
+    from django.db import connection
+
+    from facts.bulk import PreparedStatements
+    connection.ensure_connection()
+    return PreparedStatements.of(connection.connection)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_session(request):
+    """Prepared-statement tests start and end with a session that has
+    prepared nothing (the test database's connection outlives a test)."""
+    if not request.node.name.startswith(("test_a_fixed", "test_a_rollback", "test_after_an", "test_named",
+                                         "test_past_the")):
+        yield
+        return
+    from django.db import connection
+
+    from facts.bulk import PreparedStatements
+
+    def forget() -> None:
+        connection.ensure_connection()
+        with connection.cursor() as cursor:
+            cursor.execute("DEALLOCATE ALL")
+        PreparedStatements._sessions.pop(connection.connection, None)
+
+    request.getfixturevalue("db")
+    forget()
+    yield
+    forget()
+
+
+def _payloads(key) -> Select:
+    return Select(Assertion, ("payload_hash", "value"), "fact_key_id = %s AND value_key LIKE %s", [key.id, "k%%"])
+
+
+def test_a_fixed_statement_is_prepared_once_and_answers_as_sent_plain(key, settings, django_assert_num_queries):
+    settings.MEMORYUI_PREPARED_STATEMENTS = False
+    insert_rows(Assertion, [_row(key, n, value=ODD_TEXT) for n in range(3)])
+    plain, = fetch_together(_payloads(key))
+    assert not _session().names and not _prepared_names()
+    settings.MEMORYUI_PREPARED_STATEMENTS = True
+
+    with django_assert_num_queries(2) as captured:
+        first, = fetch_together(_payloads(key))
+        again, = fetch_together(_payloads(key))
+
+    assert sorted(map(str, first)) == sorted(map(str, again)) == sorted(map(str, plain)) and len(plain) == 3
+    assert all(r["value"] == ODD_TEXT for r in first)
+    names = _session().names
+    assert len(names) == 1 and names == _prepared_names()
+    # The log shows the statement as written, its parameters bound: not "EXECUTE mu_…".
+    assert all("facts_assertion" in q["sql"] and "EXECUTE" not in q["sql"] for q in captured.captured_queries)
+
+
+def test_a_rollback_keeps_the_session_s_statements(key):
+    from django.db import IntegrityError, transaction
+
+    row = _row(key, 1)
+    insert_rows(Assertion, [row])
+    with pytest.raises(IntegrityError), transaction.atomic():
+        insert_rows(Assertion, [_row(key, 2, id=row.id)])  # the same primary key
+    names = _session().names
+    assert names and names <= _prepared_names() and not _session().off
+    insert_rows(Assertion, [_row(key, 3)])
+    assert Assertion.objects.filter(fact_key=key).count() == 2
+
+
+def test_after_an_unexpected_error_the_session_sends_statements_as_they_are(key):
+    from django.db import ProgrammingError, transaction
+
+    with pytest.raises(ProgrammingError), transaction.atomic():
+        fetch_together(_payloads(key), ("SELECT no_such_column FROM facts_assertion WHERE id = %s", [uuid.uuid4()]))
+    assert _session().off
+    left = _prepared_names()  # what the failed round trip prepared before its error, never used
+    insert_rows(Assertion, [_row(key, 1)])
+    assert fetch_together(_payloads(key))[0][0]["payload_hash"].startswith("p1-")
+    assert _prepared_names() == left  # nothing prepared since
+
+
+def test_named_placeholders_used_twice_are_one_parameter(key):
+    from facts.bulk import PreparedCursor
+
+    insert_rows(Assertion, [_row(key, 1)])
+    sql = ("SELECT count(*) FROM facts_assertion WHERE fact_key_id = %(key)s AND subject_id = %(subject)s "
+           "AND (fact_key_id = %(key)s OR value_key LIKE 'x%%')")
+    for _ in range(2):
+        with PreparedCursor() as cursor:
+            cursor.execute(sql, {"key": key.id, "subject": key.subject_id})
+            assert cursor.fetchone() == (1,)
+    with connection_cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements WHERE name = ANY(%s)", [list(_session().names)])
+        texts = [r[0] for r in cursor.fetchall()]
+    assert any("fact_key_id = $1 AND subject_id = $2 AND (fact_key_id = $1" in t for t in texts)
+
+
+def test_past_the_limit_statements_go_as_they_are(key, monkeypatch):
+    from facts.bulk import PreparedStatements
+
+    monkeypatch.setattr(PreparedStatements, "LIMIT", len(_session().names) + 1)
+    insert_rows(Assertion, [_row(key, 1)])  # the last one prepared
+    before = set(_session().names)
+    assert fetch_together(_payloads(key))[0][0]["payload_hash"].startswith("p1-")
+    assert _session().names == before
+
+
+def connection_cursor():
+    from django.db import connection
+    return connection.cursor()

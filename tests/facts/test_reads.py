@@ -318,25 +318,27 @@ def test_folded_reads_record_last_used_at_at_most_once_a_minute(agent, path):
         assert key.last_used_at == start + timedelta(seconds=61)
 
 
-def test_hot_reads_are_prepared_statements_logged_with_their_parameters(agent):
+def test_hot_reads_are_prepared_statements_logged_with_their_parameters(agent, settings):
     _populate(agent)
     agent.get("/subjects/u-1/facts")
     with CaptureQueriesContext(connection) as ctx:
         facts = agent.api("GET", "/subjects/u-1/facts").content
         context = agent.api("GET", "/subjects/u-1/context").content
     assert [q["sql"].count("'u-1'") for q in ctx.captured_queries] == [1, 1]
+    assert not any("EXECUTE" in q["sql"] for q in ctx.captured_queries)  # logged as written
     with connection.cursor() as cursor:
         cursor.execute("SELECT statement FROM pg_prepared_statements WHERE statement LIKE %s",
                        ["%k.key_hash = $%"])
         prepared = [row[0] for row in cursor.fetchall()]
-    assert len(prepared) == 2 and any("string_agg" in p for p in prepared)
+    # The facts and context statements (a statement prepared in a round trip
+    # shows that round trip's text, so others of this session may match too).
+    assert len(prepared) >= 2 and any("string_agg" in p for p in prepared)
     # Without prepared statements (MEMORYUI_PREPARED_STATEMENTS=0) the same answers.
-    threshold, connection.connection.prepare_threshold = connection.connection.prepare_threshold, None
-    try:
+    settings.MEMORYUI_PREPARED_STATEMENTS = False
+    with CaptureQueriesContext(connection) as ctx:
         assert agent.api("GET", "/subjects/u-1/facts").content.split(b'"facts"')[1] == facts.split(b'"facts"')[1]
         assert agent.api("GET", "/subjects/u-1/context").content == context
-    finally:
-        connection.connection.prepare_threshold = threshold
+    assert len(ctx.captured_queries) == 2
 
 
 def test_as_of_reads_equal_the_current_view_and_filter_by_key(agent):
