@@ -11,6 +11,9 @@
 - :class:`Select`: a read of chosen columns of one model with a written
   ``WHERE``, for the hot paths where building and compiling a queryset
   costs more than running it. Django's field converters still apply.
+- :class:`PreparedStatements`: the statements of a fixed text that these
+  send (and :class:`PreparedCursor`'s hot reads) are prepared once per
+  connection and sent as ``EXECUTE``, still several to a round trip.
 """
 from __future__ import annotations
 
@@ -263,7 +266,9 @@ def fetch_together(*queries: QuerySet | Select | tuple[str, list]) -> list[list]
     dicts), a :class:`Select` (as it says), or raw ``(sql, params)``
     (returned as tuples). Django's field converters apply as they would to
     the querysets on their own; a queryset that can match nothing, and
-    ``Select.NOTHING``, cost no statement.
+    ``Select.NOTHING``, cost no statement. A ``Select`` and raw SQL go as
+    prepared statements (:class:`PreparedStatements`); a queryset, whose
+    text changes with its ``IN`` lists, as compiled.
     """
     plans: list[tuple] = []  # (convert rows, sql or None when it can match nothing, params)
     for query in queries:
