@@ -20,7 +20,7 @@ from ninja.security import HttpBearer
 from facts import ledger, queries
 from facts.access import mint_login_link
 from facts.errors import NotFound
-from facts.inputs import InputError, check_params, parse_json_body, parse_scope, parse_time, parse_uuid
+from facts.inputs import CLOCK_SKEW, InputError, check_params, parse_json_body, parse_scope, parse_time, parse_uuid
 from facts.models import Tenant
 from facts.policy import policy_view_at, policy_views_at, ranking_at
 from facts.projection import iso
@@ -79,6 +79,17 @@ def _time_param(raw: str | None, field: str):
     return parse_time(raw, field) if raw else None
 
 
+def _known_at_param(raw: str | None):
+    """``known_at``: a transaction time, so not later than now (give or take
+    :data:`~facts.inputs.CLOCK_SKEW`): what will be believed then is not
+    known yet."""
+    known = _time_param(raw, "known_at")
+    if known is not None and known > timezone.now() + CLOCK_SKEW:
+        raise InputError("is in the future: transaction time is what was believed at a moment that has passed "
+                         "(leave it out for now)", "known_at")
+    return known
+
+
 def _actor(request: HttpRequest) -> str:
     return f"api:{request.auth.slug}"
 
@@ -101,7 +112,7 @@ def get_facts(request, subject: str, valid_at: str | None = None, known_at: str 
               entity: str | None = None, predicate: str | None = None, scope: str | None = None):
     try:
         check_params(subject=subject, entity=entity, predicate=predicate, scope=scope)
-        at, known = _time_param(valid_at, "valid_at"), _time_param(known_at, "known_at")
+        at, known = _time_param(valid_at, "valid_at"), _known_at_param(known_at)
         scope_key = parse_scope(scope, "scope") if scope else None
     except InputError:
         _checked(request.auth)
@@ -160,8 +171,12 @@ def post_batch(request):
     if len(events) > BATCH_LIMIT:
         raise InputError(f"holds more than {BATCH_LIMIT} events", "events", status=413)
     for i, event in enumerate(events):
-        if not isinstance(event, dict) or not isinstance(event.get("id"), str) or not event["id"]:
+        if not isinstance(event, dict):
+            raise InputError("must be an object {id, type, timestamp, data}", f"events[{i}]")
+        if event.get("id") is None:
             raise InputError("is required: a string idempotency key", f"events[{i}].id")
+        if not isinstance(event["id"], str) or not event["id"]:
+            raise InputError("must be a non-empty string (the event's idempotency key)", f"events[{i}].id")
         if len(event["id"]) > MAX_IDEMPOTENCY_KEY - len(BATCH_KEY_PREFIX):
             raise InputError(f"is longer than {MAX_IDEMPOTENCY_KEY - len(BATCH_KEY_PREFIX)} characters", f"events[{i}].id")
     answers = dispatch_batch(request.auth, events, actor=_actor(request))
@@ -222,11 +237,8 @@ def put_predicate(request, name: str):
     body = json_body(request)
     if not isinstance(body, dict):
         raise InputError("must be an object", "body")
-    for required in ("cardinality", "stakes"):
-        if required not in body:
-            raise InputError("is required", required)
     summary = ledger.set_predicate_policy(
-        tenant=request.auth, predicate=name, cardinality=body["cardinality"], stakes=body["stakes"],
+        tenant=request.auth, predicate=name, cardinality=body.get("cardinality"), stakes=body.get("stakes"),
         authority=body.get("authority", "user"), ttl_seconds=body.get("ttl_seconds"), actor=_actor(request),
     )
     view = policy_view_at(tenant_id=request.auth.id, predicate=name, at=timezone.now())

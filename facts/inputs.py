@@ -13,7 +13,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from facts.resolve import SOURCE_KINDS, content_hash, normalise_value
@@ -25,6 +25,10 @@ MAX_BODY_DEPTH = 5 + MAX_VALUE_DEPTH
 MAX_EVIDENCE_CHARS = 10_000
 _NAME_RE = re.compile(r"[A-Za-z0-9_.:\-]{1,200}")  # whole string: fullmatch (``$`` would let a final newline in)
 _PRECISIONS = ("year", "month", "day", "second")
+# How far a sender's clock may run ahead of ours: a stated_at (or a read's
+# known_at) later than now by more than this is refused. Standard
+# Webhooks' timestamp tolerance.
+CLOCK_SKEW = timedelta(minutes=5)
 
 
 class InputError(ValueError):
@@ -105,6 +109,8 @@ def parse_optional_time(raw: Any, field: str) -> datetime | None:
 def _name(raw: Any, field: str, default: str | None = None) -> str:
     if raw is None and default is not None:
         return default
+    if raw is None:
+        raise InputError("is required: 1-200 characters of letters, digits, _ . : -", field)
     if not isinstance(raw, str) or not _NAME_RE.fullmatch(raw):
         raise InputError("must be 1-200 characters of letters, digits, _ . : -", field)
     return raw
@@ -168,7 +174,9 @@ def parse_assertion(data: Any, *, received_at: datetime, prefix: str = "data") -
     """Validate one ``fact.asserted`` ``data`` object (API.md, "Inbound events").
 
     Defaults: ``entity`` ``self``, ``scope`` ``global``, ``stated_at`` the
-    time of receipt, ``valid_from`` ``stated_at``. Raises :class:`InputError`.
+    time of receipt, ``valid_from`` ``stated_at``. A ``stated_at`` later
+    than ``received_at`` by more than :data:`CLOCK_SKEW` is refused.
+    Raises :class:`InputError`.
     """
     if not isinstance(data, dict):
         raise InputError("must be an object", prefix)
@@ -191,6 +199,11 @@ def parse_assertion(data: Any, *, received_at: datetime, prefix: str = "data") -
     if confidence is not None and (isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 <= confidence <= 1):
         raise InputError("must be a number between 0 and 1", f("source.confidence"))
     stated_at = parse_optional_time(data.get("stated_at"), f("stated_at")) or received_at
+    if stated_at > received_at + CLOCK_SKEW:
+        # A statement's time decides ties (DESIGN.md, "tie-stated-at"): one
+        # from the future would win every tie on its key until then.
+        raise InputError("is later than the time of receipt: something cannot have been said in the future "
+                         "(valid_from may be in the future)", f("stated_at"))
     valid_from = parse_optional_time(data.get("valid_from"), f("valid_from")) or stated_at
     valid_to = parse_optional_time(data.get("valid_to"), f("valid_to"))
     if valid_to is not None and valid_to <= valid_from:

@@ -1077,17 +1077,19 @@ def erase_subject(*, tenant: Tenant, external_id: str, actor: str) -> int:
 # --------------------------------------------------------------------------- policy
 
 
-def set_predicate_policy(*, tenant: Tenant, predicate: str, cardinality: str, stakes: str, authority: str,
-                         ttl_seconds: int | None, actor: str) -> dict:
+def set_predicate_policy(*, tenant: Tenant, predicate: str, cardinality: str | None, stakes: str | None,
+                         authority: str, ttl_seconds: int | None, actor: str) -> dict:
     """Record a new version of a predicate's policy and re-run detection over
     every key of that predicate (API.md, "Predicate policy"). Returns a
     summary ``{"predicate", "keys", "changed", "conflicts_opened",
-    "proposals"}``. Raises :class:`InputError` for a bad field."""
+    "proposals"}``. Raises :class:`InputError` for a bad or missing
+    (``None``) field."""
     parse_name(predicate, "predicate")
     if cardinality not in ("one", "many"):
-        raise InputError("must be 'one' or 'many'", "cardinality")
+        raise InputError("is required: 'one' or 'many'" if cardinality is None else "must be 'one' or 'many'",
+                         "cardinality")
     if stakes not in ("low", "high"):
-        raise InputError("must be 'low' or 'high'", "stakes")
+        raise InputError("is required: 'low' or 'high'" if stakes is None else "must be 'low' or 'high'", "stakes")
     if authority not in ("user", "system_record"):
         raise InputError("must be 'user' or 'system_record'", "authority")
     if ttl_seconds is not None and (isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int)

@@ -194,8 +194,10 @@ def dispatch_batch(tenant: Tenant, events: list[dict], *, actor: str,
     :func:`facts.ledger.write_batch` (same rules, bulk queries); any other
     event goes through :func:`dispatch_once`. An id seen before (in an
     earlier request or earlier in this batch) gets its first response
-    again; a refused event (4xx: bad input, or a retraction that matches
-    nothing) writes nothing and does not stop the others.
+    again; the same id on another event later in the same batch is refused
+    (400 naming that event's ``id``); a refused event (4xx: bad input, or
+    a retraction that matches nothing) writes nothing and does not stop the
+    others.
     """
     keys = [f"{key_prefix}{e['id']}" for e in events]
     stored = {r.webhook_id: (r.status_code, r.response)
@@ -217,6 +219,11 @@ def dispatch_batch(tenant: Tenant, events: list[dict], *, actor: str,
 
     for i, event in enumerate(events):
         key = keys[i]
+        if key in first_index and event != events[first_index[key]]:
+            j = first_index[key]
+            out[i] = (400, {"detail": f"repeats the id of events[{j}] with another event: an id names one event",
+                            "field": f"events[{i}].id"})
+            continue
         if key in stored or key in first_index:
             continue
         first_index[key] = i

@@ -412,3 +412,18 @@ def test_an_as_of_read_carries_values_orjson_refuses(agent):
 
     assert [f["value"] for f in as_of] == [{"big": 2 ** 70, "text": "ü"}]
     assert as_of == agent.get("/subjects/u-1/facts")["facts"]
+
+
+@pytest.mark.parametrize("ahead, status", [(timedelta(days=365 * 70), 400), (timedelta(minutes=6), 400),
+                                           (timedelta(minutes=4), 200)])
+def test_a_known_at_in_the_future_is_400_naming_it(agent, ahead, status):
+    """Transaction time is what was believed at a moment that has passed:
+    what will be believed in 2099 is not known yet (a few minutes of clock
+    skew are allowed)."""
+    _populate(agent)
+
+    response = agent.api("GET", "/subjects/u-1/facts", known_at=iso(datetime.now(timezone.utc) + ahead))
+
+    assert response.status_code == status
+    if status == 400:
+        assert response.json()["field"] == "known_at"

@@ -487,3 +487,86 @@ def test_a_retraction_that_finds_nothing_is_404_naming_the_id_and_writes_nothing
 
     assert (response.status_code, response.json()["field"]) == (404, field)
     assert row_counts(agent.tenant) == before
+
+
+def test_a_missing_name_is_400_saying_it_is_required(agent):
+    data = assertion_data()
+    del data["subject"]
+
+    response = agent.webhook("fact.asserted", data)
+
+    assert response.status_code == 400
+    assert response.json() == {"detail": "is required: 1-200 characters of letters, digits, _ . : -",
+                               "field": "data.subject"}
+
+
+@pytest.mark.parametrize("ahead, accepted", [(timedelta(days=365 * 70), False), (timedelta(minutes=6), False),
+                                             (timedelta(minutes=4), True)])
+def test_a_stated_at_in_the_future_is_400_naming_it_and_writes_nothing(agent, ahead, accepted):
+    """A statement's time breaks ties (tie-stated-at): one dated 2099 would
+    win every tie on its key until then. A sender's clock may run a few
+    minutes ahead."""
+    stated = (datetime.now(timezone.utc) + ahead).isoformat()
+    before = row_counts(agent.tenant)
+
+    response = agent.webhook("fact.asserted", assertion_data(stated_at=stated, valid_from="2026-01-01T00:00:00Z"))
+
+    if accepted:
+        assert response.status_code == 200
+        return
+    assert (response.status_code, response.json()["field"]) == (400, "data.stated_at")
+    assert "future" in response.json()["detail"]
+    assert row_counts(agent.tenant) == before
+
+
+def test_a_valid_from_in_the_future_is_accepted(agent):
+    response = agent.webhook("fact.asserted", assertion_data(valid_from="2099-01-01T00:00:00Z"))
+
+    assert response.json()["outcome"] == "created"
+
+
+@pytest.mark.parametrize("event, field, detail", [
+    ({"id": 123, "type": "fact.asserted", "data": {}}, "events[1].id", "must be a non-empty string"),
+    ({"id": "", "type": "fact.asserted", "data": {}}, "events[1].id", "must be a non-empty string"),
+    ("e-2", "events[1]", "must be an object"),
+])
+def test_a_batch_event_id_of_the_wrong_kind_refuses_the_batch_naming_it(agent, event, field, detail):
+    events = [batch_event("e-1", assertion_data()), event]
+    before = row_counts(agent.tenant)
+
+    response = agent.api("POST", "/assertions/batch", {"events": events})
+
+    assert (response.status_code, response.json()["field"]) == (400, field)
+    assert response.json()["detail"].startswith(detail)
+    assert row_counts(agent.tenant) == before
+
+
+def test_a_batch_id_repeated_on_another_event_is_400_for_that_event_only(agent):
+    first = batch_event("b-5", assertion_data(predicate="pet", value="fish", source={"kind": "user_statement",
+                                                                                       "id": "e5"}))
+    other = batch_event("b-5", assertion_data(predicate="pet", value="bird", source={"kind": "user_statement",
+                                                                                       "id": "e6"}))
+    same = dict(first)
+
+    results = agent.api("POST", "/assertions/batch", {"events": [first, other, same]}).json()["results"]
+
+    assert [r["status"] for r in results] == [200, 400, 200]
+    assert results[1]["field"] == "events[1].id" and "events[0]" in results[1]["detail"]
+    assert results[2] == results[0]  # the same event again: its first answer
+    assert list(Assertion.objects.filter(tenant=agent.tenant).values_list("value", flat=True)) == ["fish"]
+
+
+@pytest.mark.parametrize("body, field, detail", [
+    ({"cardinality": "two"}, "cardinality", "must be 'one' or 'many'"),
+    ({}, "cardinality", "is required: 'one' or 'many'"),
+    ({"cardinality": "one"}, "stakes", "is required: 'low' or 'high'"),
+    ({"cardinality": "one", "stakes": "medium"}, "stakes", "must be 'low' or 'high'"),
+])
+def test_a_policy_names_the_first_bad_or_missing_field(agent, body, field, detail):
+    from facts.models import PredicatePolicy
+
+    count = PredicatePolicy.objects.count()
+    response = agent.api("PUT", "/predicates/mood", body)
+
+    assert (response.status_code, response.json()) == (400, {"detail": detail, "field": field})
+    assert PredicatePolicy.objects.count() == count
