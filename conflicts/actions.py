@@ -620,6 +620,17 @@ def open_followups(followups: list[dict]) -> None:
                                    ignore_conflicts=True)
 
 
+def close_followups_of_retracted(*, tenant_id: int, assertion_ids: list[str]) -> int:
+    """A ``system_record_followup`` about a statement or a system record
+    that has since been retracted (never true) has nothing left to follow
+    up: closed by the system, with a note saying why (one statement).
+    Staff deciding the task itself (``reject`` retracts its statement)
+    record their own decision over this. Returns how many closed."""
+    return _close_tasks(ReviewTask.objects.filter(tenant_id=tenant_id, kind=ReviewTask.SYSTEM_RECORD_FOLLOWUP,
+                                                  status=ReviewTask.OPEN, assertion_ids__has_any_keys=assertion_ids),
+                        now=timezone.now(), note="closed: a statement it was about was retracted (never true)")
+
+
 def _followup_task(*, tenant_id: int, subject_id: int, key: FactKey, statement: dict, system_record: dict | None,
                    now: datetime, **_) -> ReviewTask:
     ids = [statement["assertion_id"]] + ([system_record["assertion_id"]] if system_record else [])

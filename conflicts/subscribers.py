@@ -61,9 +61,10 @@ def _later(kind: str, event: ev.DomainEvent) -> None:
 
 def finish_delivery(kept: dict) -> None:
     """After a delivery (:func:`facts.events.after_delivery`): the
-    follow-ups its events asked for (:func:`actions.open_followups`), and
-    the open conflict prompts that quote an assertion it retracted,
-    reworded from the keys' state now (one query for all of them). The
+    follow-ups its events asked for (:func:`actions.open_followups`), the
+    follow-ups about an assertion it retracted closed, and the open
+    conflict prompts that quote one reworded from the keys' state now (one
+    query for all of them). The
     rows are all written by then, so doing this after the other events
     changes nothing they would have seen."""
     followups = kept.pop("followups", [])
@@ -75,6 +76,8 @@ def finish_delivery(kept: dict) -> None:
     for e in kept.pop("retracted", []):
         retracted.setdefault(e.tenant_id, []).append(e)
     for tenant_id, events in retracted.items():
+        actions.close_followups_of_retracted(tenant_id=tenant_id,
+                                             assertion_ids=sorted({e.data["assertion_id"] for e in events}))
         conflict_ids = (ClarificationPrompt.objects
                         .filter(tenant_id=tenant_id, subject_id__in={e.subject_id for e in events},
                                 kind=ClarificationPrompt.KIND_CONFLICT, status__in=ClarificationPrompt.OPEN_STATUSES,

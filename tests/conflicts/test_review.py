@@ -196,3 +196,37 @@ def test_another_tenants_task_is_not_found_and_nothing_is_written(agent, other_a
         decide(other_agent, task, "confirm", choice=option_id(prompt, value=NEUE))
 
     assert (counts(agent.tenant), counts(other_agent.tenant)) == before
+
+
+@pytest.mark.parametrize("retracted", ["statement", "system_record"])
+def test_a_followup_closes_when_what_it_is_about_is_retracted(agent, retracted):
+    statement = plan_overruled(agent)
+    task = ReviewTask.objects.get(tenant=agent.tenant)
+    target = statement["assertion_id"] if retracted == "statement" else task.evidence["system_record"]["assertion_id"]
+
+    agent.api("POST", f"/assertions/{target}/retract", {"reason": "never true"})
+    task.refresh_from_db()
+
+    assert (task.status, task.decision, task.decided_by) == ("done", "closed", "system")
+    assert "retracted" in task.decision_note
+    with pytest.raises(StateConflict):
+        decide(agent, task, "confirm")
+
+
+def test_rejecting_a_followup_is_recorded_as_staff_decided_it(agent):
+    plan_overruled(agent)
+    task = ReviewTask.objects.get(tenant=agent.tenant)
+
+    decide(agent, task, "reject")  # retracts the statement, which would close the task by itself
+    task.refresh_from_db()
+
+    assert (task.status, task.decision, task.decided_by) == ("done", "reject", "ops@example.com")
+
+
+def test_a_retraction_elsewhere_leaves_the_followup_open(agent):
+    plan_overruled(agent)
+    other = agent.assert_fact(assertion_data(predicate="pet", value="cat"))
+
+    agent.api("POST", f"/assertions/{other['assertion_id']}/retract", {"reason": "never true"})
+
+    assert ReviewTask.objects.get(tenant=agent.tenant).status == "open"
