@@ -174,6 +174,7 @@ def tenant_metrics(*, tenant: Tenant, days: int = 30, now: datetime | None = Non
         "asked": prompts.count(),
         "answered": prompts.filter(status=ClarificationPrompt.ANSWERED).count(),
         "expired": prompts.filter(status=ClarificationPrompt.EXPIRED).count(),
+        "withdrawn": prompts.filter(status=ClarificationPrompt.WITHDRAWN).count(),
         "escalated": prompts.filter(escalated_at__isnull=False).count(),
         "pending": prompts.filter(status__in=ClarificationPrompt.OPEN_STATUSES).count(),
     }

@@ -106,3 +106,22 @@ def test_a_staff_decision_on_an_escalated_conflict_counts_as_people(agent, ask):
                                         choice=option_id(prompt, value=NEUE), note="called them", actor="ops")
 
     assert resolved_by(agent) == {"rule": 0, "people": 1, "later data": 0}
+
+
+def test_the_questions_asked_are_accounted_for(agent, ask):
+    """Asked = answered + expired + withdrawn + still open (escalation is
+    a step on the way, counted beside them)."""
+    answered = ask(agent, tie(subject="u-1"))
+    agent.api("POST", f"/prompts/{answered.id}/answer", {"choice": option_id(answered, value=NEUE)})
+    withdrawn = ask(agent, tie(subject="u-2"))
+    agent.assert_fact(assertion_data(subject="u-2", predicate="billing_address", value=HAMBURG, kind="correction",
+                                     valid_from="2026-03-01T00:00:00Z", source_id="fix-u-2"))
+    ask(agent, tie(subject="u-3"))
+
+    counts = metrics.tenant_metrics(tenant=agent.tenant).prompts
+    withdrawn.refresh_from_db()
+
+    assert withdrawn.status == "withdrawn"
+    assert (counts["asked"], counts["answered"], counts["withdrawn"], counts["expired"], counts["pending"]) == (
+        3, 1, 1, 0, 1)
+    assert counts["asked"] == counts["answered"] + counts["withdrawn"] + counts["expired"] + counts["pending"]
