@@ -32,8 +32,8 @@ from facts.models import (
 from facts.policy import PolicyCache
 from facts.projection import iso, rows_for_key
 from facts.resolve import (
-    CARDINALITY_MANY, FATE_CONFLICT, FATE_OVERRULED, FATE_PROPOSED, FATE_WINNING, RULE_CARDINALITY_MANY,
-    RULE_CORROBORATION, RULE_HIGH_STAKES, RULE_NO_OVERLAP, RULE_SOURCE_RANK, RULE_SYSTEM_OF_RECORD,
+    AUTHORITY_SYSTEM_RECORD, CARDINALITY_MANY, FATE_CONFLICT, FATE_OVERRULED, FATE_PROPOSED, FATE_WINNING,
+    RULE_CARDINALITY_MANY, RULE_CORROBORATION, RULE_HIGH_STAKES, RULE_NO_OVERLAP, RULE_SOURCE_RANK, RULE_SYSTEM_OF_RECORD,
     RULE_TIE_CONFLICT, RULE_VALID_TIME, SEGMENT_CONFLICT, SEGMENT_VALUE, SOURCE_KINDS, Claim, Resolution, resolve,
 )
 
@@ -136,7 +136,7 @@ def _transition(before: KeyState, after: KeyState, *, now: datetime, actor: str,
             closer = _closer(before, after, claim, cause_id)
             if closer is not None:
                 supersedes.setdefault(closer, []).append(claim.id)
-                rule = RULE_VALID_TIME if after.resolution.superseded_by.get(claim.id) == closer else RULE_SOURCE_RANK
+                rule = _supersession_rule(after, claim, closer)
                 log.append(_event(key, tenant_id=key.tenant_id, subject_id=key.subject_id, type=ev.FACT_SUPERSEDED,
                                   at=now, actor=actor, assertion_id=claim.id, rule=rule, before=[str(claim.id)],
                                   after=[str(closer)], data={"fate": new_fate}))
@@ -183,6 +183,24 @@ def _closer(before: KeyState, after: KeyState, claim: Claim, cause_id: Any) -> A
                 before.extent(claim.id), after.extent(cause_id)):
             return cause_id
     return after.resolution.superseded_by.get(claim.id)
+
+
+def _supersession_rule(state: KeyState, claim: Claim, closer_id: Any) -> str:
+    """The write rule step that put ``closer_id`` in ``claim``'s place:
+    valid time when it closed ``claim`` (step 5); a higher rank (step 4:
+    the system of record's authority, or the source ranking); else the two
+    tied at equal rank and the rule that settled the tie (step 6)."""
+    if state.resolution.superseded_by.get(claim.id) == closer_id:
+        return RULE_VALID_TIME
+    policy, closer = state.resolution.policy, state.by_id[closer_id]
+    if policy.rank(closer.source_kind) > policy.rank(claim.source_kind):
+        if policy.authority == AUTHORITY_SYSTEM_RECORD and closer.source_kind == "system_record":
+            return RULE_SYSTEM_OF_RECORD
+        return RULE_SOURCE_RANK
+    for _start, rule, tied in state.resolution.ties:
+        if {claim.id, closer_id} <= {c.id for c in tied}:
+            return rule
+    return RULE_SOURCE_RANK
 
 
 def _stretches_meet(a: list[tuple], b: list[tuple]) -> bool:

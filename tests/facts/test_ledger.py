@@ -673,3 +673,19 @@ def test_a_subject_takes_the_first_name_given_and_keeps_it(agent):
     agent.assert_fact(assertion_data(predicate="pet", value="cat", subject_name="Someone Else"))
 
     assert Subject.objects.get(tenant=agent.tenant, external_id="u-1").display_name == "Ada Lovelace"
+
+
+def test_a_supersession_records_the_rule_that_decided_it(agent):
+    # Equal rank, equal start: the tie rule, not a source rank the two do not differ in.
+    munich = agent.assert_fact(assertion_data(value="Munich", valid_from="2026-11-01T00:00:00Z",
+                                              stated_at="2026-11-01T00:00:00Z", source_id="m-1"))
+    agent.assert_fact(assertion_data(value="Paris", valid_from="2026-11-01T00:00:00Z",
+                                     stated_at="2026-11-02T00:00:00Z", source_id="m-2"))
+    bonn = agent.assert_fact(assertion_data(value="Bonn", kind="correction", valid_from="2026-11-01T00:00:00Z",
+                                            source_id="m-3"))
+
+    rules = list(Event.objects.filter(type=ev.FACT_SUPERSEDED).order_by("id").values_list("rule", flat=True))
+
+    assert rules[0] == "tie-stated-at"
+    assert set(rules[1:]) == {"source-rank"} and bonn["supersedes"]
+    assert Event.objects.filter(type=ev.FACT_SUPERSEDED, assertion_id=munich["assertion_id"]).exists()
