@@ -18,7 +18,7 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
 from django.utils import timezone
 
-from dashboard.words import badge, entity_label, predicate_label, short, value_text
+from dashboard.words import badge, decided_by, decision_text, entity_label, predicate_label, short, value_text
 from facts import queries as facts_queries
 from facts.errors import NotFound
 from facts.models import Assertion, CurrentFact, Event, Subject
@@ -55,6 +55,7 @@ class Memory:
     others: list[dict]
     link_id: Any
     candidates: list[dict]
+    quoted: bool = True  # ``evidence`` is the source's words; else what a person or support decided
 
     @property
     def status(self) -> str:
@@ -92,8 +93,9 @@ def _memory(row: CurrentFact) -> Memory:
         return Memory(row, " or ".join(c["value"] for c in candidates), {"css": "conflict", "text": "undecided"},
                       "", [], link, candidates)
     sources = row.sources or [row.source]
-    return Memory(row, value_text(row.value), badge(row.source), row.source.get("evidence", ""),
-                  [{**s, "badge": badge(s)} for s in sources[1:]], row.assertion_id, [])
+    decision = decision_text(row.source, row.value)
+    return Memory(row, value_text(row.value), badge(row.source), decision or row.source.get("evidence", ""),
+                  [{**s, "badge": badge(s)} for s in sources[1:]], row.assertion_id, [], quoted=decision is None)
 
 
 def memory_page(*, subject: Subject, filters: MemoryFilters, page: int | str | None = 1,
@@ -352,7 +354,8 @@ def _activity_text(event: Event, facts: dict) -> tuple[str, str, str | None]:
     if event.type == "fact.asserted":
         if erased or fact is None:
             return "learned", "Learned something that has since been forgotten.", None
-        how = badge({"kind": fact["source_kind"], "id": fact["source_id"]})["text"]
+        source = {"kind": fact["source_kind"], "id": fact["source_id"], "extractor": fact["extractor"]}
+        how = badge(source)["text"]
         if outcome == "proposed":
             return "asked", f"Learned {what}, {how}; it waits for your confirmation.", link
         if outcome == "conflict":
@@ -361,6 +364,8 @@ def _activity_text(event: Event, facts: dict) -> tuple[str, str, str | None]:
             return "learned", f"Heard {what} again, {how}.", link
         if outcome == "overruled":
             return "learned", f"Heard {what}, {how}, but kept a more reliable answer.", link
+        if decided_by(source):
+            return "changed", f"{decided_by(source).capitalize()} confirmed this: {what}.", link
         if fact["source_kind"] == "correction":
             return "changed", f"You corrected this: {what}.", link
         return "learned", f"Learned {what}, {how}.", link
@@ -410,7 +415,7 @@ def activity(*, subject: Subject, limit: int = 50, before_id: int | None = None)
     ids = {e.assertion_id for e in events if e.assertion_id} | {
         u for e in events if e.type == "fact.superseded" for u in map(_uuid, e.after[:1]) if u}
     facts = {r["id"]: r for r in Assertion.objects.filter(tenant_id=subject.tenant_id, subject=subject, id__in=ids)
-             .values("id", "value", "source_kind", "source_id", "erased_at", "fact_key__entity",
+             .values("id", "value", "source_kind", "source_id", "extractor", "erased_at", "fact_key__entity",
                      "fact_key__predicate")}
     items: list[Activity] = []
     for e in events:

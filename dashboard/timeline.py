@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from dashboard.words import STATUS_LABELS, day, parse_iso, value_text
+from dashboard.words import STATUS_LABELS, day, parse_iso, status_words, value_text
 
 WIDTH = 760
 ROW = 46
@@ -35,6 +35,7 @@ class Bar:
     title: str
     open_end: bool
     label_end: float | None = None  # set: the label ends there (the right edge) instead of starting at the bar
+    words: str = ""  # the status in words, when the rule that decided says more than the status name
 
     @property
     def label_x(self) -> float:
@@ -59,7 +60,9 @@ class Bar:
     @property
     def status_label(self) -> str:
         """Beside the value; none for a forgotten version, whose label says it already."""
-        return "" if self.status == "erased" else STATUS_LABELS.get(self.status, self.status)
+        if self.status == "erased":
+            return ""
+        return self.words or STATUS_LABELS.get(self.status, self.status)
 
 
 @dataclass(frozen=True)
@@ -164,9 +167,10 @@ def build_timeline(*, versions: list[dict], now: datetime, width: int = WIDTH) -
         label = value_text(v["value"]) if status != "erased" else "forgotten"
         span = f"{day(parse_iso(v['valid_from']))} – {day(to) if to else 'until further notice'}"
         shown = label if len(label) <= 60 else label[:57] + "…"
+        words = status_words(v)
         bar = Bar(round(x0, 1), y, round(max(x1 - x0, 3), 1), status, shown,
-                  f"{label}, {span}" if status == "erased" else f"{label}: {STATUS_LABELS.get(status, status)}, {span}",
-                  to is None)
+                  f"{label}, {span}" if status == "erased" else f"{label}: {words}, {span}",
+                  to is None, words=words)
         # "Cologne · kept, not used" over a bar near the right edge would run out of the picture: end it at the edge.
         text = f"{shown} · {bar.status_label}" if bar.status_label else shown
         if x0 + LABEL_CHAR * len(text) > width - SIDE:

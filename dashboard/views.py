@@ -24,7 +24,7 @@ from dashboard.forms import (
     end_of_day, start_of_day,
 )
 from dashboard.timeline import build_timeline
-from dashboard.words import STATUS_LABELS, history_sentences, predicate_label, value_text
+from dashboard.words import history_sentences, predicate_label, status_words, value_text
 from facts.errors import NotFound, StateConflict
 from facts.inputs import InputError
 
@@ -188,11 +188,11 @@ def _memory_context(request: HttpRequest, assertion_id, **forms) -> dict:
         "title": predicate_label(history.predicate, history.entity),
         "value": value_text(this["value"]) if this else "",
         "this": this,
-        "this_label": STATUS_LABELS.get(this["status"], this["status"]) if this else "",
+        "this_label": status_words(this) if this else "",
         "timeline": build_timeline(versions=history.versions, now=now) if history.versions else None,
         "sentences": sentences,
         "timed": any(s.same_day for s in sentences),
-        "versions": [{**v, "text": value_text(v["value"]), "label": STATUS_LABELS.get(v["status"], v["status"])}
+        "versions": [{**v, "text": value_text(v["value"]), "label": status_words(v)}
                      for v in history.versions],
         "correction_form": forms.get("correction_form") or CorrectionForm(initial={"since": now.date()}),
         "retract_form": forms.get("retract_form") or RetractForm(),

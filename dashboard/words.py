@@ -65,11 +65,29 @@ def system_name(source: dict) -> str:
     return extractor or "a connected system"
 
 
+def decided_by(source: dict) -> str | None:
+    """Who a ``correction`` answered for: ``"you"`` for the person's answer
+    to a question (source id ``prompt:<id>``), ``"support"`` for a staff
+    decision (a review, or a question answered in the console), ``None``
+    for any other source (a correction the person made themselves)."""
+    if source.get("kind") != "correction":
+        return None
+    if (source.get("extractor") or "").startswith("staff-review") or (source.get("id") or "").startswith("review:"):
+        return "support"
+    if (source.get("id") or "").startswith("prompt:"):
+        return "you"
+    return None
+
+
 def badge(source: dict) -> dict:
     """``{"css": ..., "text": ...}`` for a source (API.md source object):
     you said / from <system> / from a document / inferred by the assistant /
-    you corrected."""
+    you corrected / you confirmed (an answer to a question) / support
+    confirmed (a staff decision)."""
     kind = source.get("kind") or ""
+    who = decided_by(source)
+    if who:
+        return {"css": BADGE_CLASSES[kind], "text": f"{who} confirmed"}
     text = {
         "user_statement": "you said",
         "correction": "you corrected",
@@ -81,11 +99,17 @@ def badge(source: dict) -> dict:
 
 
 def because(source: dict, rule: str = "valid-time-supersession") -> str:
-    """Why a later version took over, in the words of its source and of the
-    rule that decided (DESIGN.md write rule steps 4 and 5)."""
+    """Why a version took over, in the words of its source and of the rule
+    the event log recorded (``facts.resolve`` ``RULE_*``; DESIGN.md write
+    rule steps 4 to 6)."""
     kind = source.get("kind")
     if kind == "correction":
-        return "because you corrected it"
+        who = decided_by(source)
+        return f"because {who} confirmed it" if who else "because you corrected it"
+    if rule == "system-of-record-authority":
+        return f"because {system_name(source)} keeps the official record of this"
+    if rule in TIE_RULES:
+        return TIE_RULES[rule][0]
     if rule != "valid-time-supersession":
         return "because it comes from a source I trust more"
     if kind == "user_statement":
@@ -97,6 +121,62 @@ def because(source: dict, rule: str = "valid-time-supersession") -> str:
     return "because the assistant learned it later"
 
 
+# Equal rank and equal start (write rule step 6): why the winner took over,
+# why the other was kept but not used, and the loser's short label.
+TIE_RULES = {
+    "tie-stated-at": ("because it was said later, by a source I trust as much",
+                      "because a source I trust as much said otherwise later", "said earlier, not used"),
+    "tie-content-hash": ("because it was picked by a fixed rule between sources I trust as much",
+                         "because a source I trust as much said otherwise and I picked one by a fixed rule",
+                         "not picked, not used"),
+    "tie-confirmed-by-correction": ("because you chose it", "because you chose another answer", "not chosen, not used"),
+}
+
+
+def not_used_because(rule: str) -> str:
+    """Why a version was kept but not used, by the rule the event log
+    recorded for it: a higher-ranked source (step 4), the system of record
+    (step 4), or a tie between equals (step 6)."""
+    if rule in TIE_RULES:
+        return TIE_RULES[rule][1]
+    if rule == "system-of-record-authority":
+        return "because the system that keeps the official record of this said otherwise"
+    if rule in ("source-rank", "valid-time-supersession", ""):
+        return "because a more reliable source said otherwise"
+    return "because another answer was used instead"
+
+
+def overruled_label(rule: str) -> str:
+    """The short label of a version kept but not used, by its rule."""
+    return TIE_RULES[rule][2] if rule in TIE_RULES else STATUS_LABELS["overruled"]
+
+
+# Events whose rule says why an assertion stands where it does.
+_RULED_EVENTS = ("fact.asserted", "fact.status_changed", "fact.superseded")
+
+
+def status_words(version: dict) -> str:
+    """A version's status (API.md "history") in words: for one kept but not
+    used, by the rule its latest event recorded (a tie is not a lower rank)."""
+    if version["status"] != "overruled":
+        return STATUS_LABELS.get(version["status"], version["status"])
+    rules = [e["rule"] for e in version.get("events", []) if e["type"] in _RULED_EVENTS and e["rule"]]
+    return overruled_label(rules[-1] if rules else "")
+
+
+def decision_text(source: dict, value: Any) -> str | None:
+    """What was decided, for a correction that answered a question or a
+    review (:func:`decided_by`), instead of the stored evidence (which
+    repeats the question): "You chose “2 High St” when I asked: …"."""
+    who = decided_by(source)
+    if who is None:
+        return None
+    evidence = source.get("evidence") or ""
+    question = evidence.removeprefix("Answer to: ") if evidence.startswith("Answer to: ") else ""
+    asked = f" when I asked: {question}" if who == "you" else f" when you were asked: {question}"
+    return f"{_capital(who)} chose “{value_text(value)}”" + (asked if question else ".")
+
+
 NEUTRAL_LABELS = {"note": "Notes", "city_of_residence": "Lives in", "speaks_language": "Languages"}
 
 
@@ -106,7 +186,8 @@ def heard(source: dict, value: str) -> str:
     if kind == "user_statement":
         return f"You said {value}"
     if kind == "correction":
-        return f"You corrected it to {value}"
+        who = decided_by(source)
+        return f"{_capital(who)} confirmed {value}" if who else f"You corrected it to {value}"
     if kind == "system_record":
         return f"{system_name(source).capitalize()} reported {value}"
     if kind == "user_document":
@@ -173,7 +254,6 @@ class Sentence:
 # What a new assertion's outcome (API.md) meant when it arrived.
 ARRIVAL_OUTCOMES = {
     "corroborated": " It agrees with what I already knew.",
-    "overruled": " It was kept but not used, because a more reliable source said otherwise.",
     "proposed": " It needed your confirmation before I would use it.",
     "conflict": " It disagreed with an answer from a source I trust as much.",
 }
@@ -250,11 +330,13 @@ def _event_sentence(event: dict, sources: dict) -> str | None:
         span = f"true from {day(parse_iso(src['valid_from']))}"
         if src.get("valid_to"):
             span += f" until {day(parse_iso(src['valid_to']))}"
+        if data.get("outcome") == "overruled":
+            return f"{heard(src, what)}, {span}. It was kept but not used, {not_used_because(event['rule'])}."
         return f"{heard(src, what)}, {span}." + ARRIVAL_OUTCOMES.get(data.get("outcome"), "")
     if kind == "fact.status_changed":
         to, was = data.get("to"), data.get("from")
         if to == "overruled":
-            return f"From then on {what} was kept but not used, because a more reliable source said otherwise."
+            return f"From then on {what} was kept but not used, {not_used_because(event['rule'])}."
         if to == "proposed":
             return f"From then on {what} needed your confirmation before I would use it."
         if to == "conflict":

@@ -97,3 +97,33 @@ def test_memory_page_query_count_does_not_grow_with_the_events(person, neighbour
         counts.append(len(ctx.captured_queries))
 
     assert counts[0] == counts[1]
+
+
+def test_a_tie_between_equals_is_told_as_a_tie_everywhere(person):
+    # Two statements, same rank and same start: the one said last wins (tie-stated-at), not a better source.
+    munich = move(person, "Munich", "2026-11-01", minutes=0)
+    paris = move(person, "Paris", "2026-11-01", minutes=5)
+    assert paris["rule"] == "tie-stated-at"
+
+    texts = [text for _, text in story(person, paris["assertion_id"])]
+    html = person.client.get(f"/memories/{munich['assertion_id']}/").content.decode()
+    bars = html[html.index("<svg"):html.index("</svg>")]
+
+    assert texts[-3:] == [
+        "“Paris” replaced “Munich” on 1 Nov 2026, because it was said later, by a source I trust as much.",
+        "From then on “Munich” was kept but not used, because a source I trust as much said otherwise later.",
+        "“Munich” and “Paris” disagreed, from sources I trust as much; I went with the one said last.",
+    ]
+    assert not [t for t in texts if "trust more" in t or "more reliable" in t]
+    assert "Munich · said earlier, not used" in re.sub(r"<[^>]+>\s*", "", bars)
+    assert "Right now: <strong class=\"status status--overruled\">said earlier, not used</strong>" in html
+
+
+def test_a_lower_ranked_source_is_still_told_as_less_reliable(person):
+    move(person, "Bonn", "2026-11-01", kind="correction", minutes=0)
+    munich = move(person, "Munich", "2026-11-01", minutes=5)
+
+    texts = [text for _, text in story(person, munich["assertion_id"])]
+
+    assert texts[-1] == ("You said “Munich”, true from 1 Nov 2026. It was kept but not used, because a more "
+                         "reliable source said otherwise.")
