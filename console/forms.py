@@ -19,7 +19,9 @@ class SearchForm(forms.Form):
 
 class DecisionForm(forms.Form):
     decision = forms.ChoiceField(choices=[("confirm", "Confirm"), ("reject", "Reject")])
-    note = forms.CharField(max_length=2000, label="Note for the record",
+    note = forms.CharField(max_length=2000, label="Note for the record (required)",
+                           error_messages={"required": "Write a note for the record: why you decided this. "
+                                                       "Nothing was recorded."},
                            widget=forms.Textarea(attrs={"rows": 2}))
     choice = forms.CharField(required=False, max_length=100)
 

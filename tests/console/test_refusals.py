@@ -178,3 +178,18 @@ def test_confirming_a_follow_up_says_the_system_of_record_still_decides(world, p
 
     assert b"the current answer has not changed" in response.content
     assert b"now reflects it" not in response.content
+
+
+@pytest.mark.parametrize("note", ["", "   "])
+def test_a_decision_without_a_note_is_refused_with_a_message_and_writes_nothing(world, people, note):
+    url = f"/console/{world.slug}/queue/{world.task.id}/"
+    assert "Note for the record (required)" in people["agent"].get(url).content.decode()
+    before = counts(world.agent.tenant)
+
+    response = people["agent"].post(f"{url}decide", {"decision": "reject", "note": note})
+
+    assert response.status_code == 400
+    assert "Write a note for the record: why you decided this. Nothing was recorded." in response.content.decode()
+    assert counts(world.agent.tenant) == before
+    # The audit log keeps the refused attempt (every state-changing request), as refused.
+    assert list(AuditEntry.objects.filter(path=f"{url}decide").values_list("status_code", flat=True)) == [400]
