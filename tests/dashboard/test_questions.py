@@ -105,7 +105,7 @@ def test_answer_a_pending_question_and_the_page_updates_without_a_reload(page, l
     expect(page.locator(".confirmation")).to_be_visible()
     expect(page.locator(".question")).to_have_count(0)
     expect(page.locator(".memory--value", has_text="Neue Str. 2, Munich").locator(".memory__head .badge")).to_have_text(
-        "you corrected")
+        "you confirmed")
     assert page.evaluate("window.__same_page") is True
     shot(page, "10-question-answered")
 
