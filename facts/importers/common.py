@@ -85,11 +85,22 @@ class ImportEvent:
         return self.envelope["data"]
 
 
+def stated_at(valid_from: datetime, *, now: datetime | None = None) -> dict:
+    """The ``stated_at`` of a record that says when it began: ``{"stated_at":
+    valid_from}``, or nothing (the API then takes the time of receipt) when
+    that start is later than ``now``: a data set's row starting in 2844 was
+    not said in 2844, and the API refuses a ``stated_at`` from the future
+    (it would win every tie on its key). Leaving it out keeps the payload,
+    and so its duplicate check, the same on every import until that day."""
+    return {} if valid_from > (now or datetime.now(timezone.utc)) else {"stated_at": iso(valid_from)}
+
+
 def assertion_event(*, data: dict, order_key: tuple) -> ImportEvent:
     """Wrap a ``fact.asserted`` ``data`` object (API.md) in an envelope whose
-    ``timestamp`` is the assertion's ``stated_at``, with an id that is the
-    SHA-256 of the canonical envelope (prefix ``msg_``)."""
-    envelope = {"type": "fact.asserted", "timestamp": data["stated_at"], "data": data}
+    ``timestamp`` is the assertion's ``stated_at`` (else its ``valid_from``),
+    with an id that is the SHA-256 of the canonical envelope (prefix
+    ``msg_``)."""
+    envelope = {"type": "fact.asserted", "timestamp": data.get("stated_at") or data["valid_from"], "data": data}
     digest = hashlib.sha256(_canonical(envelope).encode()).hexdigest()
     return ImportEvent(id=f"msg_{digest[:40]}", envelope=envelope, order_key=order_key)
 

@@ -35,7 +35,9 @@ Mapping (one assertion per answer, nothing dropped):
   ``[S, P + one period)``. ``E`` without a start (four answers): only its last
   period is known, ``[E - one period, E)`` with E's precision.
 - ``stated_at`` = ``valid_from``: when the record says it began. Never the
-  time of import, so any delivery order resolves to the same view.
+  time of import, so any delivery order resolves to the same view (left
+  out for a record that starts after today:
+  :func:`~facts.importers.common.stated_at`).
 - policy: every predicate is cardinality ``one`` (one holder at a time),
   authority ``user`` (a person's correction or a clarification answer still
   outranks the record). Stakes ``low`` (ties settle by rule) except
@@ -52,7 +54,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterator
 
-from facts.importers.common import DataError, ImportEvent, PredicateRule, assertion_event, iso, slug
+from facts.importers.common import DataError, ImportEvent, PredicateRule, assertion_event, iso, slug, stated_at
 
 DEFAULT_PATH = Path("..") / "shared" / "data" / "dyknow" / "grc_generated.json"
 DATASET = "dyknow"
@@ -238,7 +240,7 @@ def assertion_data(*, answer: Answer) -> dict:
         "valid_from": iso(answer.valid_from),
         "valid_from_precision": answer.precision,
         "valid_to": iso(answer.valid_to),
-        "stated_at": iso(answer.valid_from),
+        **stated_at(answer.valid_from),
         "source": {"kind": SOURCE_KIND, "id": answer.source_id, "extractor": EXTRACTOR, "evidence": answer.raw},
     }
 

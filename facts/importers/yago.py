@@ -29,7 +29,8 @@ Mapping (one assertion per forward row):
   :data:`UNKNOWN_START` (0001-01-01, year precision).
 - ``wasBornIn`` / ``diedIn`` are events (YAGO gives start == end): the fact
   "was born in X" holds from that year on, ``valid_to`` null.
-- ``stated_at`` = ``valid_from`` (never the time of import).
+- ``stated_at`` = ``valid_from`` (never the time of import), left out for
+  the few rows that start after today (:func:`~facts.importers.common.stated_at`).
 - cardinality (:data:`RULES`): ``worksAt``, ``playsFor``, ``isAffiliatedTo``,
   ``owns``, ``graduatedFrom``, ``hasWonPrize``, ``created`` are ``many`` (a
   person works at two institutions at once: neither value may close the
@@ -46,7 +47,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from facts.importers.common import DataError, ImportEvent, PredicateRule, assertion_event, iso, slug
+from facts.importers.common import DataError, ImportEvent, PredicateRule, assertion_event, iso, slug, stated_at
 
 logger = logging.getLogger(__name__)
 
@@ -203,7 +204,7 @@ def assertion_data(*, fact: YagoFact) -> dict:
         "valid_from": iso(fact.valid_from),
         "valid_from_precision": "year",
         "valid_to": iso(fact.valid_to),
-        "stated_at": iso(fact.valid_from),
+        **stated_at(fact.valid_from),
         "source": {"kind": SOURCE_KIND, "id": fact.source_id, "extractor": EXTRACTOR, "evidence": fact.evidence},
     }
 
