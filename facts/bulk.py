@@ -297,21 +297,15 @@ def _send(statements: Sequence[tuple], *, fetch: bool = False) -> list[list]:
     statement returns rows and their lists come back, in order. Statements
     of a fixed text go as ``EXECUTE`` of the statement prepared on the
     connection (:class:`PreparedStatements`)."""
-    conn = _connected()
-    with conn.wrap_database_errors:
-        cursor = conn.create_cursor()
-    try:
-        _execute(conn, cursor, statements)
-        out: list[list] = []
-        if fetch:
-            with conn.wrap_database_errors:
-                for n in range(len(statements)):
-                    if n:
-                        cursor.nextset()
-                    out.append(cursor.fetchall())
+    with PreparedCursor() as cursor:
+        cursor.execute_together(statements)
+        if not fetch:
+            return []
+        out = [cursor.fetchall()]
+        for _ in statements[1:]:
+            cursor.nextset()
+            out.append(cursor.fetchall())
         return out
-    finally:
-        cursor.close()
 
 
 def _connected():
@@ -324,40 +318,13 @@ def _connected():
     return conn
 
 
-def _execute(conn, cursor, statements: Sequence[tuple]) -> None:
-    """Run ``statements`` on ``cursor`` (a psycopg cursor of ``conn``) in
-    one round trip, prepared where they may be; the cursor is left on the
-    first statement's result. Django's checks, error classes and query log
-    apply as to its own cursors; the log shows the statements themselves,
-    not the ``EXECUTE``."""
-    conn.validate_no_broken_transaction()
-    prepared = PreparedStatements.of(conn.connection)
-    text, params, new = prepared.compose(statements)
-    started = time.monotonic()
-    try:
-        with conn.wrap_database_errors:
-            try:
-                cursor.execute(text, params)
-            except psycopg.Error as exc:
-                prepared.failed(new, exc)
-                raise
-            prepared.done(new)
-            for _ in new:  # the PREPAREs' results come first
-                cursor.nextset()
-    finally:
-        if conn.queries_logged:
-            conn.queries_log.append({
-                "sql": ";\n".join(conn.ops.compose_sql(s[0], s[1]) for s in statements),
-                "time": "%.3f" % (time.monotonic() - started),
-            })
-
-
 class PreparedCursor:
-    """A cursor for one statement at a time, prepared on the connection on
-    its first use (:class:`PreparedStatements`): for the hot reads, whose
-    planning costs more than running them. ``execute(sql, params)`` takes
-    ``%s`` or ``%(name)s`` placeholders; then ``fetchone`` / ``fetchall``.
-    A context manager, like Django's cursors."""
+    """A cursor on Django's connection whose statements are prepared on the
+    connection on their first use (:class:`PreparedStatements`): the hot
+    reads, whose planning costs more than running them, and :func:`_send`.
+    ``execute(sql, params)`` takes ``%s`` or ``%(name)s`` placeholders;
+    then ``fetchone`` / ``fetchall``. A context manager, like Django's
+    cursors."""
 
     def __init__(self) -> None:
         self._conn = _connected()
@@ -365,7 +332,39 @@ class PreparedCursor:
             self._cursor = self._conn.create_cursor()
 
     def execute(self, sql: str, params: Sequence | dict = ()) -> None:
-        _execute(self._conn, self._cursor, [(sql, params)])
+        self.execute_together([(sql, params)])
+
+    def execute_together(self, statements: Sequence[tuple]) -> None:
+        """Run ``statements`` in one round trip (see :func:`_send`), prepared
+        where they may be; the cursor is left on the first one's result
+        (then :meth:`nextset`). Django's checks, error classes and query
+        log apply as to its own cursors; the log shows the statements
+        themselves, not the ``EXECUTE``."""
+        conn, cursor = self._conn, self._cursor
+        conn.validate_no_broken_transaction()
+        prepared = PreparedStatements.of(conn.connection)
+        text, params, new = prepared.compose(statements)
+        started = time.monotonic()
+        try:
+            with conn.wrap_database_errors:
+                try:
+                    cursor.execute(text, params)
+                except psycopg.Error as exc:
+                    prepared.failed(new, exc)
+                    raise
+                prepared.done(new)
+                for _ in new:  # the PREPAREs' results come first
+                    cursor.nextset()
+        finally:
+            if conn.queries_logged:
+                conn.queries_log.append({
+                    "sql": ";\n".join(conn.ops.compose_sql(s[0], s[1]) for s in statements),
+                    "time": "%.3f" % (time.monotonic() - started),
+                })
+
+    def nextset(self) -> None:
+        with self._conn.wrap_database_errors:
+            self._cursor.nextset()
 
     def fetchone(self):
         with self._conn.wrap_database_errors:
@@ -387,7 +386,7 @@ class PreparedCursor:
 
 class PreparedStatements:
     """The statements one database session has prepared (SQL ``PREPARE``),
-    for :func:`_send` and :class:`PreparedCursor`.
+    for :class:`PreparedCursor`.
 
     A statement may be prepared when its text is fixed (the hot paths'
     ``Select`` shapes, the ledger's statements, the bulk inserts, the hot
@@ -437,17 +436,16 @@ class PreparedStatements:
         if sql not in cls._forms:
             if ";" in sql or len(cls._forms) >= cls.KNOWN_TEXTS:
                 return None
-            numbers: dict[str, int] = {}  # placeholder name (or position) -> $n
-            order: list[str] = []
+            order: list[str] = []  # the placeholders, one per $n: every %s, each %(name)s once
 
             def number(match: re.Match) -> str:
-                if match.group() == "%%":
-                    return "%%"
-                name = match.group(1) if match.group(1) is not None else str(len(order))
-                if name not in numbers or match.group(1) is None:
-                    numbers[name] = len(order) + 1
-                    order.append(match.group())
-                return f"${numbers[name]}"
+                token = match.group()
+                if token == "%%":
+                    return token
+                if token == "%s" or token not in order:
+                    order.append(token)
+                    return f"${len(order)}"
+                return f"${order.index(token) + 1}"
 
             body = _PLACEHOLDERS.sub(number, sql)
             name = "mu_" + hashlib.blake2b(sql.encode(), digest_size=12).hexdigest()
