@@ -64,9 +64,8 @@ def finish_delivery(kept: dict) -> None:
     follow-ups its events asked for (:func:`actions.open_followups`), the
     follow-ups about an assertion it retracted closed, and the open
     conflict prompts that quote one reworded from the keys' state now (one
-    query for all of them). The
-    rows are all written by then, so doing this after the other events
-    changes nothing they would have seen."""
+    query for all of them). The rows are all written by then, so doing this
+    after the other events changes nothing they would have seen."""
     followups = kept.pop("followups", [])
     if followups:
         actions.open_followups([

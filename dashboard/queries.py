@@ -55,7 +55,7 @@ class Memory:
     others: list[dict]
     link_id: Any
     candidates: list[dict]
-    quoted: bool = True  # ``evidence`` is the source's words; else what a person or support decided
+    decision: str | None = None  # what a person or support decided, shown instead of the evidence
 
     @property
     def status(self) -> str:
@@ -93,9 +93,9 @@ def _memory(row: CurrentFact) -> Memory:
         return Memory(row, " or ".join(c["value"] for c in candidates), {"css": "conflict", "text": "undecided"},
                       "", [], link, candidates)
     sources = row.sources or [row.source]
-    decision = decision_text(row.source, row.value)
-    return Memory(row, value_text(row.value), badge(row.source), decision or row.source.get("evidence", ""),
-                  [{**s, "badge": badge(s)} for s in sources[1:]], row.assertion_id, [], quoted=decision is None)
+    return Memory(row, value_text(row.value), badge(row.source), row.source.get("evidence", ""),
+                  [{**s, "badge": badge(s)} for s in sources[1:]], row.assertion_id, [],
+                  decision=decision_text(row.source, row.value))
 
 
 def memory_page(*, subject: Subject, filters: MemoryFilters, page: int | str | None = 1,
@@ -364,8 +364,8 @@ def _activity_text(event: Event, facts: dict) -> tuple[str, str, str | None]:
             return "learned", f"Heard {what} again, {how}.", link
         if outcome == "overruled":
             return "learned", f"Heard {what}, {how}, but kept a more reliable answer.", link
-        if decided_by(source):
-            return "changed", f"{decided_by(source).capitalize()} confirmed this: {what}.", link
+        if who := decided_by(source):
+            return "changed", f"{who.capitalize()} confirmed this: {what}.", link
         if fact["source_kind"] == "correction":
             return "changed", f"You corrected this: {what}.", link
         return "learned", f"Learned {what}, {how}.", link
