@@ -14,6 +14,8 @@
 - :class:`PreparedStatements`: the statements of a fixed text that these
   send (and :class:`PreparedCursor`'s hot reads) are prepared once per
   connection and sent as ``EXECUTE``, still several to a round trip.
+- :func:`use_compiled_timestamptz_loader`: ``timestamptz`` values are read
+  by psycopg's compiled loader, as Django's own loader would read them.
 """
 from __future__ import annotations
 
@@ -236,7 +238,7 @@ class Select:
 
     def convert(self, rows: list) -> list:
         """Raw rows of :attr:`sql` as dicts (or model instances)."""
-        if self.converters:
+        if self.converters and rows:
             connection = connections[DEFAULT_DB_ALIAS]
             rows = [list(r) for r in rows]
             for row in rows:
@@ -394,9 +396,18 @@ class PreparedStatements:
     lists). It is named by a hash of its text and prepared on its first use
     on a session, in the same round trip, with the parameter types
     PostgreSQL infers from the statement; ``EXECUTE`` coerces the values to
-    them. PostgreSQL then parses and plans it once per session, not once
-    per request (on the write path planning cost PostgreSQL more than
-    running the statements).
+    them. PostgreSQL then parses it once per session, not once per request.
+
+    It plans it once too: the sessions run prepared statements on their
+    generic plan (``plan_cache_mode=force_generic_plan``, set for every
+    connection in ``memoryui/settings.py``; only these statements are
+    prepared). Left to choose, PostgreSQL kept planning the write path's
+    lookups afresh on every execution, since a plan made for arrays of
+    unknown length looks dearer than one made for the one element they
+    hold; on a webhook, planning cost it more than running them. Their
+    parameters are keys and ids, whose plans do not depend on the values,
+    and each text is written so that its generic plan is the one wanted
+    (``bench/`` prints them: ``EXPLAIN EXECUTE``).
 
     ``PREPARE`` is not undone by a rollback, so a statement counts as
     prepared once the round trip that prepared it succeeded, or failed
@@ -509,3 +520,39 @@ def _convert(query: QuerySet, compiler, rows: list) -> list:
     attnames = [f[0].target.attname for f in compiler.select[start:end]]
     model = klass_info["model"]
     return [model.from_db(query.db, attnames, row[start:end]) for row in converted]
+
+
+def use_compiled_timestamptz_loader(sender, connection, **kwargs) -> None:
+    """``connection_created`` receiver: read ``timestamptz`` values on this
+    connection with psycopg's compiled loader, then give them Django's
+    time zone, as Django's loader does.
+
+    Django 5.2 registers a ``timestamptz`` loader derived from psycopg's
+    pure-Python one (to set its time zone), so every timestamp read parses
+    in Python: five times the compiled loader's cost, and on a webhook,
+    whose reads return a few dozen timestamps, about a twentieth of the web
+    process's time (Django ticket #36960; psycopg's compiled loader cannot
+    be subclassed). The loader registered here keeps Django's ``timezone``
+    attribute, which Django checks on each new cursor, and returns the same
+    values. Does nothing on another backend, or where psycopg has no
+    compiled loader (its pure-Python build).
+    """
+    if connection.vendor != "postgresql" or connection.connection is None:
+        return
+    adapters = connection.connection.adapters
+    oid = adapters.types["timestamptz"].oid
+    compiled = psycopg.adapters.get_loader(oid, psycopg.pq.Format.TEXT)
+    django_loader = adapters.get_loader(oid, psycopg.pq.Format.TEXT)
+    if compiled is None or django_loader is None or compiled.__module__.startswith("psycopg.") \
+            or not hasattr(django_loader, "timezone"):
+        return
+
+    class CompiledTzLoader(django_loader):
+        def __init__(self, oid: int, context=None) -> None:
+            super().__init__(oid, context)
+            self._compiled = compiled(oid, context)
+
+        def load(self, data):
+            return self._compiled.load(data).replace(tzinfo=self.timezone)
+
+    adapters.register_loader(oid, CompiledTzLoader)

@@ -450,10 +450,7 @@ def _lock(tenant: Tenant, asserted: list[AssertionInput], extra_ids: set[int], *
     policy_statement = policies.prefetch_statement(predicates)
     prefetched = ev.prefetches(tenant.id)  # subscribers' lookups (events.prefetch_with_writes)
     keys, subject_rows, held_rows, *more_rows = fetch_together(
-        Select(FactKey, where=f"tenant_id = %s AND (id = ANY(%s) OR (subject_id = ANY(ARRAY(SELECT id FROM "
-                              f"{_SUBJECTS} WHERE tenant_id = %s AND external_id = ANY(%s))) AND predicate = ANY(%s)))",
-               params=[tenant.id, list(extra_ids), tenant.id, externals, list(predicates)],
-               order_by="id", for_update=True, as_model=True),
+        _key_lock(tenant, externals, predicates, extra_ids),
         Select(Subject, ("external_id", "id", "display_name"), "tenant_id = %s AND external_id = ANY(%s)",
                [tenant.id, externals]) if asserted else Select.NOTHING,
         Select(Assertion, ("payload_hash", "id"), "tenant_id = %s AND payload_hash = ANY(%s) AND erased_at IS NULL",
@@ -483,6 +480,31 @@ def _lock(tenant: Tenant, asserted: list[AssertionInput], extra_ids: set[int], *
     by_id = {k.id: k for k in by_ident.values()}
     by_id.update({k.id: k for k in keys if k.id in extra_ids})
     return Locked({r["payload_hash"]: r["id"] for r in held_rows}, subjects, by_ident, by_id)
+
+
+def _key_lock(tenant: Tenant, externals: list[str], predicates: set[str], extra_ids: set[int]) -> Select:
+    """``SELECT … FOR UPDATE`` of the keys of subjects ``externals`` (external
+    ids) and ``predicates``, and of the keys ``extra_ids``, in id order.
+
+    Two texts, each written so that its generic plan (the one a prepared
+    statement runs: see :class:`facts.bulk.PreparedStatements`) reaches the
+    keys through the subjects' rows, whatever the store holds. With no
+    ``extra_ids`` (every write but a retraction), the subjects' key index
+    and a filter. With some, a union of the two lists of ids, each looked
+    up by primary key: written as one ``OR``, the plan would AND the
+    subject index with the tenant's predicate index, whose entries grow
+    with the store."""
+    if not extra_ids:
+        return Select(FactKey, where=f"tenant_id = %s AND subject_id = ANY(ARRAY(SELECT id FROM {_SUBJECTS} "
+                                     f"WHERE tenant_id = %s AND external_id = ANY(%s))) AND predicate = ANY(%s)",
+                      params=[tenant.id, tenant.id, externals, list(predicates)],
+                      order_by="id", for_update=True, as_model=True)
+    return Select(FactKey, where=f"tenant_id = %s AND id IN (SELECT unnest(%s::bigint[]) UNION ALL "
+                                 f"SELECT k.id FROM {_KEYS} k JOIN {_SUBJECTS} s ON s.id = k.subject_id "
+                                 f"WHERE s.tenant_id = %s AND s.external_id = ANY(%s) AND k.tenant_id = %s "
+                                 f"AND k.predicate = ANY(%s))",
+                  params=[tenant.id, list(extra_ids), tenant.id, externals, tenant.id, list(predicates)],
+                  order_by="id", for_update=True, as_model=True)
 
 
 _KEY_FIELDS = [f.attname for f in FactKey._meta.concrete_fields]

@@ -157,10 +157,15 @@ DATABASES = {
 }
 DATABASES["default"].setdefault("TEST", {})["NAME"] = os.environ.get("TEST_DATABASE_NAME", "test_memoryui")
 # The hot statements are prepared once per connection (SQL PREPARE; see
-# facts.bulk.PreparedStatements). psycopg's own preparing stays off: on a
-# rollback it deallocates every prepared statement of the session.
+# facts.bulk.PreparedStatements), and planned once: every session runs
+# prepared statements on their generic plan, and only those statements are
+# prepared. psycopg's own preparing stays off: on a rollback it deallocates
+# every prepared statement of the session.
 MEMORYUI_PREPARED_STATEMENTS = _env_bool("MEMORYUI_PREPARED_STATEMENTS", True)
-DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = None
+_db_options = DATABASES["default"].setdefault("OPTIONS", {})
+_db_options["prepare_threshold"] = None
+_db_options["options"] = " ".join(filter(None, [_db_options.get("options"),
+                                                "-c plan_cache_mode=force_generic_plan"]))
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

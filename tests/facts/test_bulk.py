@@ -203,7 +203,7 @@ def _fresh_session(request):
     """Prepared-statement tests start and end with a session that has
     prepared nothing (the test database's connection outlives a test)."""
     if not request.node.name.startswith(("test_a_fixed", "test_a_rollback", "test_after_an", "test_named",
-                                         "test_past_the")):
+                                         "test_past_the", "test_a_prepared")):
         yield
         return
     from django.db import connection
@@ -286,6 +286,22 @@ def test_named_placeholders_used_twice_are_one_parameter(key):
     assert any("fact_key_id = $1 AND subject_id = $2 AND (fact_key_id = $1" in t for t in texts)
 
 
+def test_a_prepared_statement_is_planned_once_on_its_generic_plan(key):
+    """PostgreSQL left to choose (plan_cache_mode=auto) planned this lookup
+    afresh on every execution; the sessions run it on one generic plan."""
+    insert_rows(Assertion, [_row(key, n) for n in range(3)])
+    lookup = Select(Assertion, ("id",), "fact_key_id = ANY(%s) AND value_key = ANY(%s)",
+                    [[key.id], ["k1"]])
+    for _ in range(8):  # past the five executions PostgreSQL plans afresh before it weighs a generic plan
+        assert len(lookup.fetch()) == 1
+    with connection_cursor() as cursor:
+        cursor.execute("SHOW plan_cache_mode")
+        assert cursor.fetchone() == ("force_generic_plan",)
+        cursor.execute("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE %s",
+                       ["%value_key = ANY($2)%"])
+        assert cursor.fetchall() == [(8, 0)]
+
+
 def test_past_the_limit_statements_go_as_they_are(key, monkeypatch):
     from facts.bulk import PreparedStatements
 
@@ -299,3 +315,18 @@ def test_past_the_limit_statements_go_as_they_are(key, monkeypatch):
 def connection_cursor():
     from django.db import connection
     return connection.cursor()
+
+
+def test_timestamps_are_read_by_the_compiled_loader_as_django_reads_them(db):
+    import psycopg
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT '2020-02-29 23:59:59.123456+02'::timestamptz, '0001-01-01 00:00:00+00'::timestamptz, "
+                       "'1969-07-20 20:17:40-05'::timestamptz, NULL::timestamptz")
+        got = cursor.fetchone()
+    loader = connection.connection.adapters.get_loader(1184, psycopg.pq.Format.TEXT)
+    assert loader.__name__ == "CompiledTzLoader" and loader.timezone is timezone.utc
+    assert got == (datetime(2020, 2, 29, 21, 59, 59, 123456, tzinfo=timezone.utc), datetime(1, 1, 1, tzinfo=timezone.utc),
+                   datetime(1969, 7, 21, 1, 17, 40, tzinfo=timezone.utc), None)
+    assert all(t.tzinfo is timezone.utc for t in got[:3])  # Django's time zone, not the server's ZoneInfo
