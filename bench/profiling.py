@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 import time
 from collections import defaultdict
+from contextlib import contextmanager
 from datetime import datetime
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from bench.generate import SubjectHistory
 
@@ -59,13 +60,14 @@ def write_path(*, tenant, histories: Sequence[SubjectHistory], profile: bool = T
     events = [e for h in histories for e in h.events]
     half = len(events) // 2
     started = time.perf_counter()
-    with CaptureQueriesContext(connection) as ctx:
+    with CaptureQueriesContext(connection) as ctx, sent_statements() as sent:
         for e in events[:half]:
             dispatch_once(tenant, f"batch:{e.id}", e.envelope, actor="bench:profile")
     seconds = time.perf_counter() - started
     result = {"events": half, "queries_per_event": round(len(ctx.captured_queries) / max(1, half), 2),
               "seconds_per_event": round(seconds / max(1, half), 5),
-              "statements": _breakdown(ctx.captured_queries, max(1, half))[:25], "profile": None}
+              "statements": _breakdown(ctx.captured_queries, max(1, half))[:25], "profile": None,
+              "prepared_plans": prepared_plans(sent)}
     if profile:
         from pyinstrument import Profiler
 
@@ -76,6 +78,58 @@ def write_path(*, tenant, histories: Sequence[SubjectHistory], profile: bool = T
         profiler.stop()
         result["profile"] = profile_text(profiler)
     return result
+
+
+@contextmanager
+def sent_statements() -> Iterator[dict[str, list | dict]]:
+    """Within the block, the statements sent through
+    :class:`facts.bulk.PreparedCursor` (statement text -> the parameters of
+    its first use, a list or a dict), as a dict filled while the block
+    runs."""
+    from facts.bulk import PreparedCursor
+
+    sent: dict[str, list | dict] = {}
+    original = PreparedCursor.execute_together
+
+    def recording(self, statements):
+        for statement in statements:
+            if not (len(statement) > 2 and not statement[2]):
+                sent.setdefault(statement[0], statement[1])
+        return original(self, statements)
+
+    PreparedCursor.execute_together = recording
+    try:
+        yield sent
+    finally:
+        PreparedCursor.execute_together = original
+
+
+def prepared_plans(sent: dict[str, list | dict]) -> list[dict]:
+    """``EXPLAIN (ANALYZE, BUFFERS) EXECUTE`` of every ``SELECT`` in ``sent``
+    (:func:`sent_statements`), each in a transaction rolled back: the plan
+    the product's sessions run, its generic plan (see
+    :class:`facts.bulk.PreparedStatements`), not the one PostgreSQL would
+    make for the statement with its values written in. Each item:
+    ``{"name", "execution_ms", "seq_scans", "plan"}``, named ``prepared:``
+    and the statement's shape."""
+    from django.db import connection, transaction
+
+    from facts.bulk import PreparedCursor, PreparedStatements
+
+    out = []
+    for sql, params in sent.items():
+        form = PreparedStatements._form(sql)
+        if form is None or not sql.lstrip("( ").upper().startswith("SELECT"):
+            continue
+        with transaction.atomic():
+            with PreparedCursor() as cursor:
+                cursor.execute(sql, params)  # prepares it on this session, if it is new here
+            with connection.cursor() as cursor:
+                cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS) {form[2]}", params)
+                plan = "\n".join(r[0] for r in cursor.fetchall())
+            transaction.set_rollback(True)
+        out.append(_plan_summary(f"prepared: {statement_shape(sql)}", plan))
+    return out
 
 
 def batch_path(*, tenant, histories: Sequence[SubjectHistory], batch_size: int) -> dict:

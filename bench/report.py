@@ -11,12 +11,25 @@ from pathlib import Path
 TARGETS_SIZE_NOTE = "targets are set at 1M stored; judged here at the largest size measured"
 
 
+def cpu_probe_ms() -> float:
+    """How fast this machine's core runs Python right now: the best of five
+    timings of ``sum(range(10**6))``, in ms (about 8 on a typical core of
+    this machine kind, 15 to 35 when the machine is shared; CPU figures
+    scale with it). Taken at the start and at each size, so that runs, and
+    sizes within a run, can be compared."""
+    import timeit
+
+    return round(min(timeit.repeat("sum(range(10**6))", number=10, repeat=5)) / 10 * 1000, 1)
+
+
 def machine() -> dict:
-    """CPU count, memory, Python and PostgreSQL versions, load average."""
+    """CPU count, memory, Python and PostgreSQL versions, load average, and
+    :func:`cpu_probe_ms`."""
     import psutil
 
     info = {"cpus": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2 ** 30, 1),
-            "python": platform.python_version(), "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
+            "python": platform.python_version(), "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+            "cpu_probe_ms_at_start": cpu_probe_ms()}
     try:
         import psycopg
 
@@ -327,7 +340,10 @@ def write_report(results: dict, directory: Path) -> Path:
              f"took {results.get('seconds')} s.", "",
              f"Machine: {m.get('cpus')} CPUs, {m.get('memory_gib')} GiB, PostgreSQL {m.get('postgresql')}, "
              f"Python {m.get('python')}; load average at start {m.get('load_average_at_start')} "
-             "(the machine is shared: absolute figures are noisy, ratios less so).", "",
+             "(the machine is shared: absolute figures are noisy, ratios less so). "
+             f"CPU probe (`sum(range(10**6))`, best of 5) at start {m.get('cpu_probe_ms_at_start')} ms; "
+             "each size gives its own below (about 8 ms on a typical core of this kind of machine; "
+             "CPU figures scale with it).", "",
              f"Preload: the store is filled by `{cfg.get('preload')}` before each size is measured "
              "(see `bench/preload.py`; `tables` writes the ledger's tables directly, resolving each key with "
              "`facts.resolve` and projecting with `facts.projection`, no domain events). Every measured figure "
@@ -340,6 +356,7 @@ def write_report(results: dict, directory: Path) -> Path:
                         for t in results.get("targets", [])])
     for size in results.get("sizes", []):
         lines += ["", f"## {size['size']} stored", "",
+                  f"CPU probe {size.get('cpu_probe_ms')} ms. "
                   f"{_fmt(size.get('stored_before'))} assertions before the measured slices, "
                   f"{_fmt(size.get('stored_after'))} after. Preload {_fmt(_get(size, 'preload', 'assertions'))} "
                   f"assertions in {_get(size, 'preload', 'seconds')} s ({_get(size, 'preload', 'mode')}), then "

@@ -35,7 +35,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from bench import database
+from bench import database, report
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 # One WSGI thread per worker process, cores + 1 processes (README,
@@ -263,6 +263,7 @@ class Bench:
         log(f"{label}: store holds {have:,}; preloading {need:,} assertions ({self.args.preload})")
         out["preload"], out["baseline_copy"] = self.fill(need)
         out["stored_before"] = database.stored_assertions(self.url)
+        out["cpu_probe_ms"] = report.cpu_probe_ms()
         log(f"{label}: preload {out['preload']['assertions']:,} in {out['preload']['seconds']} s; "
             f"COPY baseline {out['baseline_copy']['rows_per_second']} rows/s")
         out["batch"], out["baseline_insert"] = self.measure_batch(label)
@@ -538,9 +539,13 @@ class Bench:
         batch = profiling.batch_path(tenant=tenant, histories=batch_hs, batch_size=self.args.batch_size)
         subject, key = self.read_plan()[0]
         known_at = self.known_at()
-        reads = profiling.read_queries(api_key=self.creds[TENANT].api_key, subject=subject, history_key=key,
-                                       valid_at=PAST_VALID_AT, known_at=known_at)
-        plans = profiling.explain_plans(tenant=tenant, subject=subject, history_key=key, known_at=known_at)
+        with profiling.sent_statements() as sent:
+            reads = profiling.read_queries(api_key=self.creds[TENANT].api_key, subject=subject, history_key=key,
+                                           valid_at=PAST_VALID_AT, known_at=known_at)
+        # The plans PostgreSQL runs: the prepared statements' generic plans
+        # (write path, then reads), then the rest as their querysets give them.
+        plans = [*write.pop("prepared_plans"), *profiling.prepared_plans(sent),
+                 *profiling.explain_plans(tenant=tenant, subject=subject, history_key=key, known_at=known_at)]
         sample = self.read_plan()[:60]
         read_profile = profiling.read_profile(api_key=self.creds[TENANT].api_key, paths=[
             profiling.read_paths(subject=s, history_key=k, valid_at=PAST_VALID_AT, known_at=known_at)["facts_now"]
@@ -572,8 +577,6 @@ class Bench:
         path.write_text(json.dumps(self.results, indent=1, default=str) + "\n")
 
     def run(self) -> dict:
-        from bench import report
-
         started = time.time()
         self.results["config"] = {k: (_relative(v) if isinstance(v, Path) else v) for k, v in vars(self.args).items()}
         self.results["started_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
@@ -609,8 +612,6 @@ def _relative(path: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench import report
-
     args = parse_args(argv)
     args.results_dir.mkdir(parents=True, exist_ok=True)
     results = Bench(args).run()
