@@ -543,8 +543,8 @@ def use_compiled_timestamptz_loader(sender, connection, **kwargs) -> None:
     oid = adapters.types["timestamptz"].oid
     compiled = psycopg.adapters.get_loader(oid, psycopg.pq.Format.TEXT)
     django_loader = adapters.get_loader(oid, psycopg.pq.Format.TEXT)
-    if compiled is None or django_loader is None or compiled.__module__.startswith("psycopg.") \
-            or not hasattr(django_loader, "timezone"):
+    pure_python = compiled is None or compiled.__module__.startswith("psycopg.")
+    if pure_python or django_loader is None or not hasattr(django_loader, "timezone"):
         return
 
     class CompiledTzLoader(django_loader):
