@@ -231,6 +231,11 @@ def get_predicates(request):
             "unclassified": [v.predicate for v in views if not v.classified]}
 
 
+@router.get("/predicates/{name}", summary="One predicate's policy now: registered, from the catalogue, or unclassified")
+def get_predicate(request, name: str):
+    return _policy_json(policy_view_at(tenant_id=request.auth.id, predicate=name, at=timezone.now()))
+
+
 @router.put("/predicates/{name}", summary="Register or change a predicate's policy",
             openapi_extra=_body_schema({"cardinality": "one", "stakes": "high", "authority": "user", "ttl_seconds": None}))
 def put_predicate(request, name: str):

@@ -440,6 +440,18 @@ def test_unknown_predicate_is_admitted_as_many_and_unclassified(agent):
     assert (policy["cardinality"], policy["stakes"], policy["classified"]) == ("many", "low", False)
 
 
+def test_one_predicate_s_policy_reads_as_it_stands(agent):
+    unused = agent.api("GET", "/predicates/favourite_colour")
+    assert (unused.status_code, unused.json()["origin"], unused.json()["cardinality"]) == (200, "unclassified", "many")
+
+    agent.api("PUT", "/predicates/favourite_colour", {"cardinality": "one", "stakes": "low"})
+
+    policy = agent.get("/predicates/favourite_colour")
+    assert (policy["origin"], policy["cardinality"], policy["stakes"], policy["classified"]) == (
+        "tenant", "one", "low", True)
+    assert policy == next(p for p in agent.get("/predicates")["predicates"] if p["predicate"] == "favourite_colour")
+
+
 def test_classifying_as_one_reruns_detection(agent):
     blue = agent.assert_fact(assertion_data(predicate="favourite_colour", value="blue",
                                             valid_from="2025-01-01T00:00:00Z"))
