@@ -19,6 +19,7 @@
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -537,15 +538,20 @@ def use_compiled_timestamptz_loader(sender, connection, **kwargs) -> None:
     values. Does nothing on another backend, or where psycopg has no
     compiled loader (its pure-Python build).
     """
-    if connection.vendor != "postgresql" or connection.connection is None:
+    if connection.vendor != "postgresql" or connection.connection is None or psycopg.pq.__impl__ == "python":
         return
     adapters = connection.connection.adapters
     oid = adapters.types["timestamptz"].oid
-    compiled = psycopg.adapters.get_loader(oid, psycopg.pq.Format.TEXT)
     django_loader = adapters.get_loader(oid, psycopg.pq.Format.TEXT)
-    pure_python = compiled is None or compiled.__module__.startswith("psycopg.")
-    if pure_python or django_loader is None or not hasattr(django_loader, "timezone"):
-        return
+    if django_loader is not None and hasattr(django_loader, "timezone"):
+        adapters.register_loader(oid, _compiled_tz_loader(django_loader))
+
+
+@functools.cache
+def _compiled_tz_loader(django_loader: type) -> type:
+    """Django's ``timestamptz`` loader class with its parsing done by
+    psycopg's compiled loader (one class per Django loader class)."""
+    compiled = psycopg.adapters.get_loader(psycopg.adapters.types["timestamptz"].oid, psycopg.pq.Format.TEXT)
 
     class CompiledTzLoader(django_loader):
         def __init__(self, oid: int, context=None) -> None:
@@ -555,4 +561,4 @@ def use_compiled_timestamptz_loader(sender, connection, **kwargs) -> None:
         def load(self, data):
             return self._compiled.load(data).replace(tzinfo=self.timezone)
 
-    adapters.register_loader(oid, CompiledTzLoader)
+    return CompiledTzLoader
