@@ -67,7 +67,7 @@ def write_path(*, tenant, histories: Sequence[SubjectHistory], profile: bool = T
     result = {"events": half, "queries_per_event": round(len(ctx.captured_queries) / max(1, half), 2),
               "seconds_per_event": round(seconds / max(1, half), 5),
               "statements": _breakdown(ctx.captured_queries, max(1, half))[:25], "profile": None,
-              "prepared_plans": prepared_plans(sent)}
+              "plans": sent_plans(sent)}
     if profile:
         from pyinstrument import Profiler
 
@@ -81,54 +81,62 @@ def write_path(*, tenant, histories: Sequence[SubjectHistory], profile: bool = T
 
 
 @contextmanager
-def sent_statements() -> Iterator[dict[str, list | dict]]:
-    """Within the block, the statements sent through
-    :class:`facts.bulk.PreparedCursor` (statement text -> the parameters of
-    its first use, a list or a dict), as a dict filled while the block
-    runs."""
+def sent_statements() -> Iterator[dict[str, tuple[list | dict, bool]]]:
+    """Within the block, the statements this process sends to PostgreSQL:
+    statement text -> (the parameters of its first use, a list or a dict;
+    whether it went prepared). Those :class:`facts.bulk.PreparedCursor`
+    sends, prepared or not, and those Django's cursors send (the ORM, raw
+    SQL); filled while the block runs."""
+    from django.db import connection
+
     from facts.bulk import PreparedCursor
 
-    sent: dict[str, list | dict] = {}
+    sent: dict[str, tuple[list | dict, bool]] = {}
     original = PreparedCursor.execute_together
 
     def recording(self, statements):
         for statement in statements:
-            if not (len(statement) > 2 and not statement[2]):
-                sent.setdefault(statement[0], statement[1])
+            sent.setdefault(statement[0], (statement[1], len(statement) < 3 or bool(statement[2])))
         return original(self, statements)
+
+    def django_cursor(execute, sql, params, many, context):
+        if not many:
+            sent.setdefault(sql, (params if params is not None else [], False))
+        return execute(sql, params, many, context)
 
     PreparedCursor.execute_together = recording
     try:
-        yield sent
+        with connection.execute_wrapper(django_cursor):
+            yield sent
     finally:
         PreparedCursor.execute_together = original
 
 
-def prepared_plans(sent: dict[str, list | dict]) -> list[dict]:
-    """``EXPLAIN (ANALYZE, BUFFERS) EXECUTE`` of every ``SELECT`` in ``sent``
-    (:func:`sent_statements`), each in a transaction rolled back: the plan
-    the product's sessions run, its generic plan (see
-    :class:`facts.bulk.PreparedStatements`), not the one PostgreSQL would
-    make for the statement with its values written in. Each item:
-    ``{"name", "execution_ms", "seq_scans", "plan"}``, named ``prepared:``
-    and the statement's shape."""
+def sent_plans(sent: dict[str, tuple[list | dict, bool]]) -> list[dict]:
+    """``EXPLAIN (ANALYZE, BUFFERS)`` of every ``SELECT`` in ``sent``
+    (:func:`sent_statements`) as it ran, each in a transaction rolled back:
+    a prepared statement as ``EXECUTE``, its generic plan (see
+    :class:`facts.bulk.PreparedStatements`), any other with its values.
+    Each item: ``{"name", "execution_ms", "seq_scans", "plan"}``, named by
+    the statement's shape, ``prepared:`` first where it went prepared."""
     from django.db import connection, transaction
 
     from facts.bulk import PreparedCursor, PreparedStatements
 
     out = []
-    for sql, params in sent.items():
-        form = PreparedStatements._form(sql)
-        if form is None or not sql.lstrip("( ").upper().startswith("SELECT"):
+    for sql, (params, prepared) in sent.items():
+        if not sql.lstrip("( ").upper().startswith("SELECT"):
             continue
+        form = PreparedStatements._form(sql) if prepared else None
         with transaction.atomic():
-            with PreparedCursor() as cursor:
-                cursor.execute(sql, params)  # prepares it on this session, if it is new here
+            if form is not None:
+                with PreparedCursor() as cursor:
+                    cursor.execute(sql, params)  # prepares it on this session, if it is new here
             with connection.cursor() as cursor:
-                cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS) {form[2]}", params)
+                cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS) {form[2] if form else sql}", params)
                 plan = "\n".join(r[0] for r in cursor.fetchall())
             transaction.set_rollback(True)
-        out.append(_plan_summary(f"prepared: {statement_shape(sql)}", plan))
+        out.append(_plan_summary(("prepared: " if form else "") + statement_shape(sql), plan))
     return out
 
 
@@ -241,48 +249,3 @@ def _plan_summary(name: str, plan: str) -> dict:
             "plan": plan}
 
 
-def explain_plans(*, tenant, subject: str, history_key: tuple[str, str, str], known_at: datetime) -> list[dict]:
-    """``EXPLAIN (ANALYZE, BUFFERS)`` of the write path's per-event lookups
-    and of the reads, with real parameters from the store. Each item:
-    ``{"name", "execution_ms", "seq_scans", "plan"}``."""
-    from django.utils import timezone
-
-    from facts.claims import live_filter
-    from facts.models import Assertion, Conflict, CurrentFact, Event, FactKey, PredicatePolicy, Subject, WebhookReceipt
-    from django.db import connection
-
-    from facts.queries import current_facts_statement
-
-    subj = Subject.objects.get(tenant=tenant, external_id=subject)
-    entity, predicate, scope = history_key
-    kind, _, key_part = scope.partition(":")
-    key = FactKey.objects.get(subject=subj, entity=entity, predicate=predicate, scope_kind=kind, scope_key=key_part)
-    one = Assertion.objects.filter(fact_key=key).values("id", "payload_hash").first()
-    now = timezone.now()
-    keys = list(FactKey.objects.filter(subject=subj).values_list("id", flat=True))
-    ids = list(Assertion.objects.filter(fact_key=key).values_list("id", flat=True))
-    receipt = WebhookReceipt.objects.filter(tenant=tenant).values_list("webhook_id", flat=True).first() or "none"
-    querysets = {
-        "write: duplicate payload check": Assertion.objects.filter(tenant=tenant, payload_hash=one["payload_hash"],
-                                                                   erased_at__isnull=True).values_list("id")[:1],
-        "write: idempotency receipt": WebhookReceipt.objects.filter(tenant=tenant, webhook_id=receipt)[:1],
-        "write: key's live assertions": Assertion.objects.filter(fact_key=key).filter(live_filter(now)),
-        "write: key's conflicts": Conflict.objects.filter(fact_key=key).order_by("opened_at"),
-        "write: key's projection rows": CurrentFact.objects.filter(fact_key=key),
-        "write: source info": Assertion.objects.filter(id__in=ids).values("id", "extractor", "evidence"),
-        "write: policy (DISTINCT ON)": PredicatePolicy.objects.filter(
-            tenant=tenant, predicate__in=[predicate], recorded_at__lte=now).order_by(
-            "predicate", "-recorded_at", "-id").distinct("predicate"),
-        "read: as-of known_at (log)": Assertion.objects.filter(tenant_id=tenant.id, fact_key_id__in=keys).filter(
-            live_filter(known_at)),
-        "read: history events of a key": Event.objects.filter(fact_key=key).order_by("at", "id"),
-    }
-    out = []
-    for name, qs in querysets.items():
-        out.append(_plan_summary(name, qs.explain(analyze=True, buffers=True)))
-    sql, params = current_facts_statement(tenant_id=tenant.id, external_id=subject, valid_at=now)
-    with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)
-        out.append(_plan_summary("read: facts-now (projection, as the API runs it)",
-                                 "\n".join(r[0] for r in cursor.fetchall())))
-    return out

@@ -542,10 +542,9 @@ class Bench:
         with profiling.sent_statements() as sent:
             reads = profiling.read_queries(api_key=self.creds[TENANT].api_key, subject=subject, history_key=key,
                                            valid_at=PAST_VALID_AT, known_at=known_at)
-        # The plans PostgreSQL runs: the prepared statements' generic plans
-        # (write path, then reads), then the rest as their querysets give them.
-        plans = [*write.pop("prepared_plans"), *profiling.prepared_plans(sent),
-                 *profiling.explain_plans(tenant=tenant, subject=subject, history_key=key, known_at=known_at)]
+        # The plans PostgreSQL runs for the statements the webhook write
+        # path, then the reads, sent (prepared ones on their generic plan).
+        plans = [*write.pop("plans"), *profiling.sent_plans(sent)]
         sample = self.read_plan()[:60]
         read_profile = profiling.read_profile(api_key=self.creds[TENANT].api_key, paths=[
             profiling.read_paths(subject=s, history_key=k, valid_at=PAST_VALID_AT, known_at=known_at)["facts_now"]
