@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Iterable
 
 from django.utils import timezone
 
@@ -48,11 +49,26 @@ def key_resolution(*, fact_key: FactKey, at: datetime | None = None) -> KeyResol
     """Resolve ``fact_key`` from its live assertions at ``at`` (default now)
     under the policy in force then. Sees uncommitted rows of the current
     transaction, so subscribers inside a ledger write get the new state."""
+    return key_resolutions([fact_key], at=at)[fact_key.id]
+
+
+def key_resolutions(fact_keys: Iterable[FactKey], *, at: datetime | None = None) -> dict[int, KeyResolution]:
+    """:func:`key_resolution` of several keys of one tenant, by key id: one
+    query for their claims and one for the policies."""
+    keys = {k.id: k for k in fact_keys}
+    if not keys:
+        return {}
     at = at or timezone.now()
-    rows = Assertion.objects.filter(fact_key=fact_key).filter(live_filter(at)).values(*CLAIM_FIELDS)
-    claims = [to_claim(r) for r in rows]
-    resolution = resolve(claims, PolicyCache(tenant_id=fact_key.tenant_id, at=at).get(fact_key.predicate))
-    return KeyResolution(fact_key, {c.id: c for c in claims}, resolution)
+    tenants = {k.tenant_id for k in keys.values()}
+    if len(tenants) > 1:
+        raise ValueError("key_resolutions takes the keys of one tenant")
+    grouped: dict[int, list] = {kid: [] for kid in keys}
+    for row in Assertion.objects.filter(fact_key_id__in=list(keys)).filter(live_filter(at)).values(*CLAIM_FIELDS):
+        grouped[row["fact_key_id"]].append(to_claim(row))
+    policies = PolicyCache(tenant_id=tenants.pop(), at=at)
+    policies.prefetch({k.predicate for k in keys.values()})
+    return {kid: KeyResolution(keys[kid], {c.id: c for c in claims}, resolve(claims, policies.get(keys[kid].predicate)))
+            for kid, claims in grouped.items()}
 
 
 def pending_prompts(*, subject: Subject) -> list[ClarificationPrompt]:

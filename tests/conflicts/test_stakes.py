@@ -4,7 +4,7 @@ whatever the delivery order, duplicates and repeated tasks included."""
 from itertools import permutations
 
 import pytest
-from django.db import connection
+from django.db import IntegrityError, connection
 from django.test.utils import CaptureQueriesContext
 
 from conflicts import actions, tasks
@@ -144,6 +144,73 @@ def test_one_batch_asks_for_all_its_prompts_in_one_task(agent, monkeypatch, djan
     assert sorted(ClarificationPrompt.objects.filter(tenant=agent.tenant).values_list("kind", "subject__external_id")) == [
         ("conflict", "u-1"), ("proposal", "u-2"), ("proposal", "u-3")]
     assert PromptRequest.objects.filter(tenant=agent.tenant, done_at__isnull=True).count() == 0
+
+
+def _proposals(agent, subjects) -> list[list]:
+    """Write a change on each subject's high-stakes payment method in one
+    batch, the tasks held back; ``[tenant id, assertion id]`` of each proposal."""
+    payloads = [p for s in subjects for p in change(subject=s)]
+    events = [{"id": f"p-{n}", "type": "fact.asserted", "data": data} for n, data in enumerate(payloads)]
+    results = agent.api("POST", "/assertions/batch", {"events": events}).json()["results"]
+    return [[agent.tenant.id, r["assertion_id"]] for r in results if r["outcome"] == "proposed"]
+
+
+@pytest.mark.parametrize("subjects", [2, 6])
+def test_a_task_opens_its_proposals_prompts_with_as_many_queries_however_many_there_are(agent, monkeypatch, subjects):
+    """The worker opens a batch's proposal prompts together: the keys
+    locked in one statement, one query each for what it reads, one INSERT
+    for the prompts (not a dozen statements per prompt)."""
+    monkeypatch.setattr(actions, "enqueue", lambda *a, **k: True)
+    proposals = _proposals(agent, [f"u-{n}" for n in range(subjects)])
+
+    with CaptureQueriesContext(connection) as ctx:
+        opened = actions.open_prompts(proposals=proposals)
+    prompts = ClarificationPrompt.objects.filter(tenant=agent.tenant, kind="proposal")
+
+    assert (len(proposals), opened, prompts.count()) == (subjects, subjects, subjects)
+    assert sorted(str(p.proposal_assertion_id) for p in prompts) == sorted(a for _, a in proposals)
+    assert all(p.options and "card ending 2222" in p.question for p in prompts)
+    # Two savepoints (the test's transaction), the endpoints' lookup and ten statements of its own.
+    assert len(ctx.captured_queries) == 13
+
+
+def test_a_refused_insert_of_several_prompts_opens_them_one_by_one(agent, monkeypatch):
+    """Should the one INSERT of a task's prompts break a unique constraint
+    (a prompt of one of them stored meanwhile), nothing of it is kept and
+    each prompt is created on its own, as a single one is."""
+    monkeypatch.setattr(actions, "enqueue", lambda *a, **k: True)
+    proposals = _proposals(agent, ["u-1", "u-2"])
+    manager = type(ClarificationPrompt.objects)
+    bulk_create = manager.bulk_create
+    refused = []
+
+    def refusing_bulk_create(self, objs, *args, **kwargs):
+        bulk_create(self, objs, *args, **kwargs)  # written, then refused: the savepoint must drop them
+        refused.append(len(objs))
+        raise IntegrityError('duplicate key value violates unique constraint "prompt_one_per_proposal"')
+
+    monkeypatch.setattr(manager, "bulk_create", refusing_bulk_create)
+    opened = actions.open_proposal_prompts(tenant_id=agent.tenant.id, assertion_ids=[a for _, a in proposals])
+    stored = ClarificationPrompt.objects.filter(tenant=agent.tenant)
+
+    assert refused == [2] and stored.count() == 2
+    assert {a: str(p.proposal_assertion_id) for a, p in opened.items()} == {a: a for _, a in proposals}
+    assert {p.id for p in opened.values()} == set(stored.values_list("id", flat=True))
+
+
+def test_proposal_prompts_name_unknown_and_malformed_assertions_none_and_write_nothing(agent, monkeypatch):
+    monkeypatch.setattr(actions, "enqueue", lambda *a, **k: True)
+    (tenant_id, proposal), = _proposals(agent, ["u-1"])
+    unknown = "0192a3b4-0000-7000-8000-000000000000"
+    before = ClarificationPrompt.objects.count()
+
+    found = actions.open_proposal_prompts(tenant_id=tenant_id, assertion_ids=[unknown, "not-a-uuid"])
+    other_tenant = actions.open_proposal_prompt(tenant_id=tenant_id + 1000, assertion_id=proposal)
+    upper = actions.open_proposal_prompt(tenant_id=tenant_id, assertion_id=proposal.upper())
+
+    assert found == {unknown: None, "not-a-uuid": None} and other_tenant is None
+    assert ClarificationPrompt.objects.count() == before + 1
+    assert str(upper.proposal_assertion_id) == proposal
 
 
 def test_a_tie_resolved_and_opened_again_in_one_batch_leaves_one_open_conflict(agent, inline_tasks):
