@@ -6,9 +6,10 @@ The builders here do not write; ``facts/ledger.py`` stores their rows.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-from datetime import datetime
+from datetime import datetime, timezone
 from types import SimpleNamespace
 from typing import Any, Iterable
 
@@ -19,9 +20,22 @@ SOURCE_INFO_FIELDS = ("id", "extractor", "evidence", "confidence", "valid_to", "
 
 
 def iso(value: datetime | None) -> str | None:
-    """RFC 3339 UTC with ``Z``, or ``None``."""
+    """RFC 3339 UTC with ``Z``, or ``None``.
+
+    A write spells the same few times over and over (every source in every
+    projection row and domain event gives four), so UTC times, which is
+    what inputs, the database and the clock give, are spelled once each
+    (:func:`_iso_utc`). Another offset is spelled as it stands: equal
+    instants in two zones are equal keys, but not the same text."""
     if value is None:
         return None
+    if value.tzinfo is timezone.utc:
+        return _iso_utc(value)
+    return value.isoformat().replace("+00:00", "Z")
+
+
+@functools.lru_cache(maxsize=4096)
+def _iso_utc(value: datetime) -> str:
     return value.isoformat().replace("+00:00", "Z")
 
 

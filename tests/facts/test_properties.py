@@ -396,3 +396,15 @@ def test_a_body_is_refused_exactly_when_walking_all_of_it_would_refuse_it(value,
     except InputError as exc:
         got = (exc.detail, exc.field)
     assert got == expected
+
+
+@given(st.datetimes(timezones=st.sampled_from([timezone.utc, timezone(timedelta(hours=5, minutes=30)),
+                                               timezone(timedelta(hours=-8))])))
+def test_iso_spells_every_time_as_the_iso_format_does_whatever_was_spelled_before(value):
+    """``iso`` remembers UTC spellings; a time in another zone equal to a
+    remembered one (an equal key) still gets its own offset."""
+    same_instant_in_utc = value.astimezone(timezone.utc)
+    iso(same_instant_in_utc)
+
+    assert iso(value) == value.isoformat().replace("+00:00", "Z")
+    assert datetime.fromisoformat(iso(value).replace("Z", "+00:00")) == value
