@@ -9,9 +9,12 @@ from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from facts import events as ev
-from facts.bulk import COPY_THRESHOLD, Select, fetch_together, insert_rows
+from facts.bulk import COPY_THRESHOLD, Select, array_text, fetch_together, insert_rows
 from facts.models import Assertion, FactKey, Subject, Tenant, WebhookReceipt
 from tests.factories import assertion_data
 
@@ -300,6 +303,39 @@ def test_a_prepared_statement_is_planned_once_on_its_generic_plan(key):
         cursor.execute("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE %s",
                        ["%value_key = ANY($2)%"])
         assert cursor.fetchall() == [(8, 0)]
+
+
+_TEXTS = st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12),
+                 max_size=8)
+_BIGINTS = st.lists(st.integers(min_value=-2**63, max_value=2**63 - 1), max_size=8)
+
+
+@hypothesis_settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=_TEXTS, numbers=_BIGINTS)
+def test_a_list_argument_of_a_prepared_statement_reads_back_as_sent(db, texts, numbers):
+    """Lists go to ``EXECUTE`` as array text (``array_text``) when they can:
+    whatever the strings hold (quotes, braces, commas, backslashes, control
+    characters, ``NULL``, empty) or the integers' size, PostgreSQL reads
+    the values sent."""
+    from facts.bulk import PreparedCursor
+
+    with PreparedCursor() as cursor:
+        cursor.execute("SELECT %s::text[], %s::bigint[], cardinality(%s::text[])",
+                       [texts + ["NULL", "", "{a,b}"], numbers, texts])
+        assert cursor.fetchone() == (texts + ["NULL", "", "{a,b}"], numbers, len(texts))
+
+
+def test_list_arguments_go_as_one_text_each_when_they_can(db):
+    from facts.bulk import PreparedStatements
+
+    hashes = [uuid.uuid4().hex for _ in range(3)]
+    _, params, _ = PreparedStatements().compose([
+        ("SELECT 1 FROM facts_assertion WHERE payload_hash = ANY(%s) AND fact_key_id = ANY(%s) AND id = ANY(%s) "
+         "AND value_key = ANY(%s) AND source_id = ANY(%s)",
+         [hashes, [1, 2], [uuid.UUID(int=1)], ['say "hi"'], [True]])])
+
+    assert params == ["{" + ",".join(f'"{h}"' for h in hashes) + "}", "{1,2}", [uuid.UUID(int=1)], ['say "hi"'], [True]]
+    assert array_text([[1], [2]]) == [[1], [2]] and array_text([1, "a"]) == [1, "a"] and array_text([2**64]) == [2**64]
 
 
 def test_past_the_limit_statements_go_as_they_are(key, monkeypatch):
