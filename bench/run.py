@@ -320,6 +320,22 @@ class Bench:
 
         return server.read_cpu(web_pid=self.web.pid, worker_pid=self.worker.pid)
 
+    def quiet(self, *, most_seconds: float = 30.0) -> float:
+        """Wait until the Celery worker has been idle for two quarter
+        seconds in a row (under 10 ms of CPU in each: its queue is empty,
+        since an idle worker takes the next task at once), at most
+        ``most_seconds``; returns the seconds waited. Run before each
+        slice and each baseline, so that neither measures beside the
+        prompts an earlier slice asked for (the slice that asks for them
+        pays for them in its own CPU figures while they run)."""
+        started = time.perf_counter()
+        idle_windows = 0
+        while idle_windows < 2 and time.perf_counter() - started < most_seconds:
+            before = sum(self.cpu_reading().per_pid["celery"].values())
+            time.sleep(0.25)
+            idle_windows = idle_windows + 1 if sum(self.cpu_reading().per_pid["celery"].values()) - before < 0.01 else 0
+        return round(time.perf_counter() - started, 2)
+
     def measure_batch(self, label: str) -> tuple[dict, dict]:
         """The batch slice through the endpoint, then the same rows as one
         plain INSERT each (same number of connections). The CPU each
@@ -332,6 +348,7 @@ class Bench:
         units = client.batch_units(hs, batch_size=self.args.batch_size)
         log(f"{label}: batch slice {sum(h.assertions for h in hs):,} assertions in {len(units)} requests, "
             f"{self.args.clients} clients")
+        self.quiet()
         before = self.cpu_reading()
         r = client.post_batches(base_url=self.base_url, api_key=self.creds[TENANT].api_key, units=units,
                                 clients=self.args.clients, deadline_seconds=self.args.deadline_minutes * 60)
@@ -339,6 +356,7 @@ class Bench:
         batch["cpu_per_assertion"] = cpu = server.cpu_per_request(before, self.cpu_reading(), r.assertions, digits=3)
         log(f"{label}: CPU per batch assertion: web {cpu['web_ms']} ms, PostgreSQL {cpu['postgres_ms']} ms, "
             f"Celery {cpu['celery_ms']} ms; machine busy {cpu['utilisation']:.0%}")
+        batch["worker_busy_after_seconds"] = self.quiet()
         chunks = baseline.insert_chunks(hs, tenant=TENANT, size=self.args.batch_size)
         seconds, _ = baseline.insert(self.url, chunks, clients=self.args.clients)
         rows = sum(len(c) for c in chunks)
@@ -362,12 +380,14 @@ class Bench:
         hs = self.take(assertions or self.args.webhook_slice)
         log(f"{label}: webhook slice {sum(len(h.events) for h in hs):,} events, {clients} client(s)"
             + (f", {rate:.0f} per second offered" if rate else ""))
+        self.quiet()
         before = self.cpu_reading()
         r = client.post_webhooks(base_url=self.base_url, slug=TENANT, secret=self.creds[TENANT].webhook_secret,
                                  histories=hs, clients=clients, rate=rate,
                                  deadline_seconds=self.args.deadline_minutes * 60)
         hook = self._ingest_json(r)
         hook["cpu_per_webhook"] = server.cpu_per_request(before, self.cpu_reading(), r.requests)
+        hook["worker_busy_after_seconds"] = self.quiet()
         chunks = baseline.insert_chunks(hs, tenant=TENANT, size=50)
         seconds, times = baseline.insert(self.url, chunks, clients=clients, latencies=True)
         rows = sum(len(c) for c in chunks)
