@@ -969,10 +969,10 @@ def _record_requests(requests: list[PromptToOpen]) -> None:
 
 def open_prompts(*, conflict_ids: list[str] = (), proposals: list[list] = ()) -> int:
     """Open the prompts one write asked for: each conflict's
-    (:func:`open_conflict_prompt`), then each ``[tenant id, assertion id]``
-    proposal's (:func:`open_proposal_prompt`), each in its own
-    transaction. The tenants' webhook endpoints are looked up once.
-    Returns how many of them have a prompt."""
+    (:func:`open_conflict_prompt`, each in its own transaction), then the
+    ``[tenant id, assertion id]`` proposals' (:func:`open_proposal_prompts`,
+    one transaction per tenant). The tenants' webhook endpoints are looked
+    up once. Returns how many of them have a prompt."""
     opened = 0
     by_tenant: dict[int, list[str]] = {}
     for tenant_id, assertion_id in proposals:
