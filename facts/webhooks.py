@@ -215,7 +215,19 @@ def dispatch_batch(tenant: Tenant, events: list[dict], *, actor: str,
         # One transaction: the rows and their receipts (ledger.Receipts).
         results = ledger.write_batch(tenant=tenant, items=[d for _, d in run], actor=actor,
                                      receipts=ledger.Receipts(tuple(keys[i] for i, _ in run), skip_stored=True))
+        # A "duplicate" may be the same event sent again while its first
+        # request was still being written: that request's receipt, stored
+        # since, is the answer (API.md: an id gets its first answer).
+        replayed = {keys[i] for (i, _), r in zip(run, results)
+                    if isinstance(r, ledger.WriteResult) and r.outcome == "duplicate"}
+        if replayed:
+            stored.update((r["webhook_id"], (r["status_code"], r["response"])) for r in _receipt(
+                "tenant_id = %s AND webhook_id = ANY(%s)", [tenant.id, list(replayed)],
+                fields=("webhook_id", "status_code", "response")).fetch())
         for (i, _), r in zip(run, results):
+            if keys[i] in replayed and keys[i] in stored:
+                out[i] = stored[keys[i]]
+                continue
             out[i] = ((200, r.as_body()) if isinstance(r, ledger.WriteResult)
                       else (404, {"detail": str(r), "field": _not_found_field(events[i]["data"], f"events[{i}].")}))
         run.clear()

@@ -115,3 +115,22 @@ def test_the_same_payload_sent_twice_at_once_is_stored_once(same_webhook_id):
         expected = ["created", "created"] if same_webhook_id else ["created", "duplicate"]
         assert sorted(b["outcome"] for b in bodies) == expected
         assert Assertion.objects.filter(tenant=tenant, subject__external_id=f"u-{n}").count() == 1
+
+
+def test_the_same_batch_sent_again_while_the_first_is_written_gets_the_first_answers():
+    """A client that retries a batch before its first request is answered
+    gets the first answers (API.md, "Batch import": an id gets its first
+    answer), not "duplicate" for every event of it."""
+    from facts.webhooks import dispatch_batch
+
+    tenant = TenantFactory()
+    events = [{"id": f"e-{n}", "type": "fact.asserted",
+               "data": assertion_data(subject=f"u-{n}", predicate="employer", value=f"Acme {n}", source_id=f"m-{n}")}
+              for n in range(4)]
+    results = run_together([lambda: dispatch_batch(tenant, events, actor="test") for _ in range(4)])
+
+    assert not [r for r in results if isinstance(r, Exception)], results
+    assert all(answers == results[0] for answers in results), results
+    assert [status for status, _ in results[0]] == [200] * 4
+    assert [body["outcome"] for _, body in results[0]] == ["created"] * 4
+    assert Assertion.objects.filter(tenant=tenant).count() == 4
