@@ -437,7 +437,7 @@ def _before_values(prompt: ClarificationPrompt) -> list[Any]:
     return [o["value"] for o in prompt.options if o["kind"] == "keep"]
 
 
-def _confirmation_text(prompt: ClarificationPrompt, plan: _Plan, now: datetime) -> str:
+def _confirmation_text(prompt: ClarificationPrompt, plan: _Plan, now: datetime, write: WriteResult) -> str:
     key = prompt.fact_key
     chosen = plan.value
     if plan.action == "kept":
@@ -450,7 +450,8 @@ def _confirmation_text(prompt: ClarificationPrompt, plan: _Plan, now: datetime) 
             "valid_from", flat=True).first() or since
         until = None
     return prompts.confirmation(action=plan.action, before=_before_values(prompt), chosen=chosen,
-                                since=since, until=until, today=now, entity=key.entity, predicate=key.predicate)
+                                since=since, until=until, today=now, entity=key.entity, predicate=key.predicate,
+                                overruled=plan.action in ("chose", "said") and write.outcome == "overruled")
 
 
 def _lock_prompt(*, tenant: Tenant, prompt_id: str) -> ClarificationPrompt:
@@ -514,7 +515,7 @@ def _answer(*, tenant: Tenant, prompt: ClarificationPrompt, plan: _Plan, answere
     prompt.save(update_fields=["status", "answered_at", "answered_by", "answer"])
     write = _apply(tenant=tenant, prompt=prompt, plan=plan, actor=answered_by, source_id=source_id,
                    extractor=extractor, now=now)
-    text = _confirmation_text(prompt, plan, now)
+    text = _confirmation_text(prompt, plan, now, write)
     prompt.confirmation = text
     prompt.correction_assertion_id = write.assertion_id if plan.action in ("chose", "said") else None
     prompt.save(update_fields=["confirmation", "correction_assertion_id"])

@@ -195,23 +195,31 @@ def _had(values: list[Any], *, since: datetime, until: datetime | None, today: d
     return f"I had {had} from {month(since, today=today)} to {month(until, today=today)}"
 
 
+OVERRULED_BY_SYSTEM_RECORD = ("noted, but the system of record that owns this still says otherwise there, "
+                              "so your answer is not used until staff have checked it with you.")
+
+
 def confirmation(*, action: str, before: list[Any], chosen: Any, since: datetime, until: datetime | None,
-                 today: datetime, entity: str = "self", predicate: str = "") -> str:
+                 today: datetime, entity: str = "self", predicate: str = "", overruled: bool = False) -> str:
     """What the person is told after answering, in plain words, e.g. "I had
     Berlin since March; you chose Munich; updated.".
 
     ``action`` is ``chose`` (a candidate or a confirmed change), ``kept``
     (a rejected change), ``said`` (neither: a new value) or ``both``.
     ``before`` are the values held until now (the tied candidates, or the
-    value in force under a proposal).
+    value in force under a proposal). ``overruled``: the answer was
+    recorded but a system of record owning the predicate outranks it
+    (DESIGN.md write rule step 4; staff get a follow-up), so nothing was
+    updated.
     """
     had = _had(before, since=since, until=until, today=today) if before else "I had nothing"
+    done = OVERRULED_BY_SYSTEM_RECORD if overruled else "updated."
     if action == "chose":
-        return f"{had}; you chose {describe_value(chosen)}; updated."
+        return f"{had}; you chose {describe_value(chosen)}; {done}"
     if action == "kept":
         return f"{had}; you kept it; the change to {describe_value(chosen)} is dropped."
     if action == "said":
-        return f"{had}; you said it is {describe_value(chosen)}; updated."
+        return f"{had}; you said it is {describe_value(chosen)}; {done}"
     if action == "both":
         return (f"{had}; you said both are true; staff will check whether "
                 f"{subject_of(entity=entity, predicate=predicate)} can have several values. Until then neither is used.")

@@ -212,8 +212,13 @@ def correct(request: HttpRequest, assertion_id) -> HttpResponse:
         except InputError as exc:
             form.add_error("value" if "value" in (exc.field or "") else "since", exc.detail)
         else:
-            messages.success(request, f"Updated: from {form.cleaned_data['since']:%-d %B %Y} it is "
-                                      f"“{form.cleaned_data['value']}”. The earlier answer stays in the history.")
+            said = f"from {form.cleaned_data['since']:%-d %B %Y} it is “{form.cleaned_data['value']}”"
+            if result.outcome == "overruled":
+                messages.warning(request, f"Noted: {said}. But the system of record that owns this still says "
+                                          f"otherwise there, so your correction is not used until staff have "
+                                          f"checked it with you.")
+            else:
+                messages.success(request, f"Updated: {said}. The earlier answer stays in the history.")
             return redirect("dashboard:memory", assertion_id=result.assertion_id)
     return render(request, "dashboard/memory.html", _memory_context(request, assertion_id, correction_form=form),
                   status=400)

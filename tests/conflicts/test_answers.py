@@ -147,6 +147,28 @@ def test_neither_on_a_proposal_records_the_value_and_retracts_the_proposal(agent
     assert Assertion.objects.get(pk=prompt.proposal_assertion_id).retracted_at is not None
 
 
+def test_an_answer_the_system_of_record_outranks_is_not_called_an_update(agent, ask):
+    """On a predicate a system of record owns, the person's "neither, it
+    is …" is recorded but loses to it (write rule step 4): the reply says
+    so, and that staff will check, instead of "updated"."""
+    prompt = ask(agent, [
+        assertion_data(predicate="billing_address", value="1 A St", kind="system_record", source_id="crm-1",
+                       valid_from="2026-01-01T00:00:00Z"),
+        assertion_data(predicate="billing_address", value="3 C St", kind="system_record", source_id="crm-2",
+                       valid_from="2026-08-01T00:00:00Z"),
+    ])
+
+    response = answer(agent, prompt, {"value": "5 E St"})
+    facts = agent.get("/subjects/u-1/facts")["facts"]
+
+    assert prompt.kind == "proposal" and response.status_code == 200
+    assert response.json()["rule"] == "system-of-record-authority"
+    assert "updated" not in response.json()["confirmation"]
+    assert "not used until staff have checked it" in response.json()["confirmation"]
+    assert [f["value"] for f in facts] == ["1 A St"]
+    assert ReviewTask.objects.filter(tenant=agent.tenant, kind=ReviewTask.SYSTEM_RECORD_FOLLOWUP).count() == 1
+
+
 @pytest.mark.parametrize("choice, field", [
     ("not-an-id", "choice"),
     ("00000000-0000-4000-8000-000000000000", "choice"),

@@ -32,6 +32,21 @@ def test_this_changed_records_a_correction_from_the_given_day(person):
     assert [(v["value"], v["status"]) for v in history["versions"]] == [("Berlin", "superseded"), ("Munich", "current")]
 
 
+def test_this_changed_where_the_system_of_record_says_otherwise_is_not_called_an_update(person):
+    """A correction a system of record outranks (write rule step 4) is kept
+    and followed up by staff; the page says so instead of "Updated"."""
+    address = person.remember(predicate="billing_address", value="1 A St", kind="system_record",
+                              valid_from="2025-03-01T00:00:00Z")
+
+    response = person.client.post(f"/memories/{address['assertion_id']}/correct",
+                                  {"value": "9 Z St", "since": "2025-11-01"}, follow=True)
+    page = response.content.decode()
+
+    assert response.status_code == 200
+    assert "not used until staff have checked it" in page and "Updated:" not in page
+    assert current_values(person, "billing_address") == ["1 A St"]
+
+
 def test_this_changed_without_a_value_is_refused_and_writes_nothing(person):
     berlin = person.remember(predicate="city_of_residence", value="Berlin")
     count = Assertion.objects.count()
