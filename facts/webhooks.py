@@ -282,8 +282,9 @@ def verify_signature(secrets: list[str], body: bytes, headers: dict[str, str]) -
             return
         except WebhookVerificationError as exc:
             last = exc
-        except (ValueError, UnicodeDecodeError, TypeError) as exc:  # malformed header or body encoding
-            last = WebhookVerificationError(f"malformed signature headers: {exc}")
+        except (ValueError, UnicodeDecodeError, TypeError):  # malformed header or body encoding
+            last = WebhookVerificationError(
+                "malformed signature: webhook-signature takes space-separated v1,<base64 signature> entries")
     raise last or WebhookVerificationError("no matching signature")
 
 

@@ -114,6 +114,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "template_partials",
+    "ninja",  # the API docs page loads Swagger UI from django-ninja's static files, not a CDN
     "facts",
     "conflicts",
     "dashboard",

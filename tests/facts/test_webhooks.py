@@ -94,6 +94,18 @@ def test_a_missing_signature_header_is_401_naming_it_and_writes_nothing(agent, h
     assert row_counts(agent.tenant) == before
 
 
+def test_a_garbled_signature_header_is_401_saying_what_the_header_takes(agent):
+    body = envelope(assertion_data())
+    headers = {**agent.signed_headers(body), "webhook-signature": "garbage"}
+    before = row_counts(agent.tenant)
+
+    response = agent.client.post(f"/webhooks/{agent.slug}/", body, content_type="application/json", headers=headers)
+
+    assert (response.status_code, response.json()["field"]) == (401, "webhook-signature")
+    assert "v1,<base64 signature>" in response.json()["detail"] and "unpack" not in response.json()["detail"]
+    assert row_counts(agent.tenant) == before
+
+
 def test_old_secret_stays_valid_during_rotation(agent):
     create_or_rotate_tenant(slug=agent.slug)
 
