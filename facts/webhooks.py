@@ -151,8 +151,17 @@ def dispatch_once(tenant: Tenant, idempotency_key: str, envelope: Any, *, actor:
         return _dispatch_recorded(tenant, idempotency_key, envelope, actor=actor, prefix=prefix)
 
 
-def _receipt(where: str, params: list, *, fields: tuple = ("status_code", "response")) -> Select:
-    return Select(WebhookReceipt, fields, where, params)
+def _receipt(where: str, params: list) -> Select:
+    return Select(WebhookReceipt, ("status_code", "response"), where, params)
+
+
+def _stored_receipts(tenant: Tenant, keys) -> dict[str, tuple[int, dict]]:
+    """The receipts stored for the idempotency keys ``keys``: key ->
+    ``(status, body)``. One prepared statement however many keys (a
+    queryset's ``IN`` list would be compiled and quoted value by value)."""
+    rows = Select(WebhookReceipt, ("webhook_id", "status_code", "response"),
+                  "tenant_id = %s AND webhook_id = ANY(%s)", [tenant.id, list(keys)]).fetch()
+    return {r["webhook_id"]: (r["status_code"], r["response"]) for r in rows}
 
 
 def _dispatch_recorded(tenant: Tenant, idempotency_key: str, envelope: Any, *, actor: str,
@@ -200,11 +209,7 @@ def dispatch_batch(tenant: Tenant, events: list[dict], *, actor: str,
     others.
     """
     keys = [f"{key_prefix}{e['id']}" for e in events]
-    # One prepared statement whatever the batch's size (a queryset's IN
-    # list would be compiled and quoted value by value).
-    stored = {r["webhook_id"]: (r["status_code"], r["response"])
-              for r in _receipt("tenant_id = %s AND webhook_id = ANY(%s)", [tenant.id, list(set(keys))],
-                           fields=("webhook_id", "status_code", "response")).fetch()}
+    stored = _stored_receipts(tenant, set(keys))
     out: list[tuple[int, dict] | None] = [None] * len(events)
     run: list[tuple[int, ledger.Item]] = []  # written together by the ledger
     first_index: dict[str, int] = {}
@@ -221,9 +226,7 @@ def dispatch_batch(tenant: Tenant, events: list[dict], *, actor: str,
         replayed = {keys[i] for (i, _), r in zip(run, results)
                     if isinstance(r, ledger.WriteResult) and r.outcome == "duplicate"}
         if replayed:
-            stored.update((r["webhook_id"], (r["status_code"], r["response"])) for r in _receipt(
-                "tenant_id = %s AND webhook_id = ANY(%s)", [tenant.id, list(replayed)],
-                fields=("webhook_id", "status_code", "response")).fetch())
+            stored.update(_stored_receipts(tenant, replayed))
         for (i, _), r in zip(run, results):
             if keys[i] in replayed and keys[i] in stored:
                 out[i] = stored[keys[i]]
