@@ -187,15 +187,13 @@ def open_proposal_prompts(*, tenant_id: int, assertion_ids: list[str]) -> dict[s
     write pays that once, not a dozen statements per prompt."""
     asked_as = {str(a): _uuid_text(a) for a in assertion_ids}  # as given -> canonical text (None: not a UUID)
     ids = list(dict.fromkeys(a for a in asked_as.values() if a is not None))
-    out: dict[str, ClarificationPrompt | None] = dict.fromkeys(ids)
     with transaction.atomic():
         key_of = {str(a): k for a, k in Assertion.objects.filter(tenant_id=tenant_id, pk__in=ids)
                   .values_list("id", "fact_key_id")}
         keys = {k.id: k for k in FactKey.objects.select_for_update(of=("self",)).select_related("tenant", "subject")
                 .filter(pk__in=set(key_of.values())).order_by("pk")}
         found = [a for a in ids if key_of.get(a) in keys]
-        if found:
-            _open_locked(tenant_id, found, key_of, keys, out)
+        out = _open_locked(tenant_id, found, key_of, keys) if found else {}
     return {given: out.get(text) if text else None for given, text in asked_as.items()}
 
 
@@ -207,20 +205,17 @@ def _uuid_text(value: Any) -> str | None:
         return None
 
 
-def _open_locked(tenant_id: int, found: list[str], key_of: dict[str, int], keys: dict[int, FactKey],
-                out: dict[str, ClarificationPrompt | None]) -> None:
+def _open_locked(tenant_id: int, found: list[str], key_of: dict[str, int],
+                 keys: dict[int, FactKey]) -> dict[str, ClarificationPrompt | None]:
     """:func:`open_proposal_prompts` for the assertions ``found`` (canonical
-    ids), whose keys ``keys`` are locked; fills ``out``."""
+    ids), whose keys ``keys`` are locked; by assertion id."""
     now = timezone.now()
     PromptRequest.objects.filter(tenant_id=tenant_id, proposal_assertion_id__in=found,
                                  done_at__isnull=True).update(done_at=now)
     existing = {str(p.proposal_assertion_id): p for p in ClarificationPrompt.objects.select_for_update(of=("self",))
                 .filter(tenant_id=tenant_id, proposal_assertion_id__in=found)}
-    asked = []  # proposals with no prompt, or a withdrawn one
-    for a in found:
-        out[a] = existing.get(a)
-        if out[a] is None or out[a].status == ClarificationPrompt.WITHDRAWN:
-            asked.append(a)
+    out: dict[str, ClarificationPrompt | None] = {a: existing.get(a) for a in found}
+    asked = [a for a in found if out[a] is None or out[a].status == ClarificationPrompt.WITHDRAWN]
     states = key_resolutions([keys[key_of[a]] for a in asked], at=now)
     pending = [(a, *claims) for a in asked if (claims := _proposal_claims(states[key_of[a]], a)) is not None]
     rows = {r.id: r for r in Assertion.objects.filter(
@@ -234,6 +229,7 @@ def _open_locked(tenant_id: int, found: list[str], key_of: dict[str, int], keys:
         else:
             new.append((key, {"proposal_assertion_id": a, **wording}))
     out.update(_create_prompts(new, kind=ClarificationPrompt.KIND_PROPOSAL, now=now))
+    return out
 
 
 def _proposal_claims(state: KeyResolution, assertion_id: str) -> tuple[Claim, Claim | None] | None:
