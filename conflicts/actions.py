@@ -447,7 +447,8 @@ def _confirmation_text(prompt: ClarificationPrompt, plan: _Plan, now: datetime, 
         until = None
     return prompts.confirmation(action=plan.action, before=_before_values(prompt), chosen=chosen,
                                 since=since, until=until, today=now, entity=key.entity, predicate=key.predicate,
-                                overruled=plan.action in ("chose", "said") and write.outcome == "overruled")
+                                overruled_by=write.rule if plan.action in ("chose", "said")
+                                and write.outcome == "overruled" else None)
 
 
 def _lock_prompt(*, tenant: Tenant, prompt_id: str) -> ClarificationPrompt:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from facts.resolve import RULE_SYSTEM_OF_RECORD
+
 # How a source kind is named to the person (DESIGN.md, vocabulary).
 CHANNELS = {
     "user_statement": "chat",
@@ -195,25 +197,31 @@ def _had(values: list[Any], *, since: datetime, until: datetime | None, today: d
     return f"I had {had} from {month(since, today=today)} to {month(until, today=today)}"
 
 
-OVERRULED_BY_SYSTEM_RECORD = ("noted, but the system of record that owns this still says otherwise there, "
-                              "so your answer is not used until staff have checked it with you.")
+def _overruled(rule: str) -> str:
+    """Why an answer was recorded but not used, by the rule that overruled
+    it: a system of record owning the predicate (staff get a follow-up), or
+    a source the tenant's ranking puts above a correction."""
+    if rule == RULE_SYSTEM_OF_RECORD:
+        return ("noted, but the system of record that owns this still says otherwise there, "
+                "so your answer is not used until staff have checked it with you.")
+    return "noted, but a source that counts for more says otherwise there, so your answer is not used."
 
 
 def confirmation(*, action: str, before: list[Any], chosen: Any, since: datetime, until: datetime | None,
-                 today: datetime, entity: str = "self", predicate: str = "", overruled: bool = False) -> str:
+                 today: datetime, entity: str = "self", predicate: str = "", overruled_by: str | None = None) -> str:
     """What the person is told after answering, in plain words, e.g. "I had
     Berlin since March; you chose Munich; updated.".
 
     ``action`` is ``chose`` (a candidate or a confirmed change), ``kept``
     (a rejected change), ``said`` (neither: a new value) or ``both``.
     ``before`` are the values held until now (the tied candidates, or the
-    value in force under a proposal). ``overruled``: the answer was
-    recorded but a system of record owning the predicate outranks it
-    (DESIGN.md write rule step 4; staff get a follow-up), so nothing was
+    value in force under a proposal). ``overruled_by``: the rule by which
+    the answer, recorded, lost (DESIGN.md write rule step 4: a system of
+    record owning the predicate, or the source ranking), so nothing was
     updated.
     """
     had = _had(before, since=since, until=until, today=today) if before else "I had nothing"
-    done = OVERRULED_BY_SYSTEM_RECORD if overruled else "updated."
+    done = _overruled(overruled_by) if overruled_by else "updated."
     if action == "chose":
         return f"{had}; you chose {describe_value(chosen)}; {done}"
     if action == "kept":

@@ -24,7 +24,7 @@ from dashboard.forms import (
     end_of_day, start_of_day,
 )
 from dashboard.timeline import build_timeline
-from dashboard.words import history_sentences, predicate_label, status_words, value_text
+from dashboard.words import history_sentences, overruled_correction, predicate_label, status_words, value_text
 from facts.errors import NotFound, StateConflict
 from facts.inputs import InputError
 
@@ -214,9 +214,7 @@ def correct(request: HttpRequest, assertion_id) -> HttpResponse:
         else:
             said = f"from {form.cleaned_data['since']:%-d %B %Y} it is “{form.cleaned_data['value']}”"
             if result.outcome == "overruled":
-                messages.warning(request, f"Noted: {said}. But the system of record that owns this still says "
-                                          f"otherwise there, so your correction is not used until staff have "
-                                          f"checked it with you.")
+                messages.warning(request, f"Noted: {said}. {overruled_correction(result.rule)}")
             else:
                 messages.success(request, f"Updated: {said}. The earlier answer stays in the history.")
             return redirect("dashboard:memory", assertion_id=result.assertion_id)

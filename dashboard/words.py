@@ -11,6 +11,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from facts.resolve import RULE_SYSTEM_OF_RECORD
+
 BADGE_CLASSES = {
     "user_statement": "said",
     "correction": "corrected",
@@ -366,3 +368,14 @@ def _event_sentence(event: dict, sources: dict) -> str | None:
 
 def _capital(text: str) -> str:
     return text[0].upper() + text[1:]
+
+
+def overruled_correction(rule: str) -> str:
+    """Why a correction the person made was kept but not used, by the rule
+    that overruled it (DESIGN.md write rule step 4): a system of record
+    owning the predicate (staff get a follow-up), or a source the tenant's
+    ranking puts above corrections."""
+    if rule == RULE_SYSTEM_OF_RECORD:
+        return ("But the system of record that owns this still says otherwise there, so your correction is not "
+                "used until staff have checked it with you.")
+    return "But a source that counts for more says otherwise there, so your correction is not used."

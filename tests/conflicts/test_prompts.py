@@ -98,3 +98,16 @@ def test_confirmations_say_what_was_held_what_was_chosen_and_what_happened(actio
                                 predicate="email")
 
     assert text == words
+
+
+@pytest.mark.parametrize("rule, words", [
+    ("system-of-record-authority", "I had Berlin since March; you said it is Hamburg; noted, but the system of record "
+     "that owns this still says otherwise there, so your answer is not used until staff have checked it with you."),
+    ("source-rank", "I had Berlin since March; you said it is Hamburg; noted, but a source that counts for more says "
+     "otherwise there, so your answer is not used."),
+])
+def test_an_answer_that_lost_says_by_what_rule_not_updated(rule, words):
+    text = prompts.confirmation(action="said", before=["Berlin"], chosen="Hamburg", overruled_by=rule,
+                                since=datetime(2026, 3, 1, tzinfo=timezone.utc), until=None, today=TODAY)
+
+    assert text == words

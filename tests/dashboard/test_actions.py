@@ -47,6 +47,14 @@ def test_this_changed_where_the_system_of_record_says_otherwise_is_not_called_an
     assert current_values(person, "billing_address") == ["1 A St"]
 
 
+def test_a_correction_that_lost_is_explained_by_the_rule_it_lost_to():
+    from dashboard.words import overruled_correction
+
+    assert "system of record" in overruled_correction("system-of-record-authority")
+    assert overruled_correction("source-rank") == ("But a source that counts for more says otherwise there, so your "
+                                                    "correction is not used.")
+
+
 def test_this_changed_without_a_value_is_refused_and_writes_nothing(person):
     berlin = person.remember(predicate="city_of_residence", value="Berlin")
     count = Assertion.objects.count()
